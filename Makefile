@@ -1,0 +1,35 @@
+# Two commands on a fresh machine with only Python: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[http,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m halo_actors demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check halo_actors tests scripts
+	$(BIN)/ruff format --check halo_actors tests scripts
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest
+
+test: lint typecheck unit
+
+bench: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	$(BIN)/python scripts/bench_log.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

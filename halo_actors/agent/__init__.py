@@ -1,0 +1,1 @@
+"""The agent layer: model protocol, scripted model, turn loop, conversation repair."""

@@ -1,0 +1,86 @@
+"""The model protocol: what a turn asks a model and what streams back.
+
+A model is anything with ``stream(request)`` yielding :data:`ModelEvent` items
+and ending with exactly one :class:`Stop`. Real providers and the
+:class:`~halo_actors.agent.scripted.ScriptedModel` plug in behind it.
+
+A model raises :class:`ModelTimeout` when an attempt should be retried from
+scratch (the turn loop retries and does not land the partial text), and
+:class:`ModelFailed` when the turn should end with an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Literal, Protocol
+
+import msgspec
+
+from ..core.conversation import Message
+from ..core.errors import HaloError
+from ..core.events import RoundKind
+from ..tools.base import ToolSpec
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens"]
+
+
+class RoundInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """The input round the current turn answers (lets scripts pick a response)."""
+
+    text: str
+    kind: RoundKind
+    resumed_after_interrupt: bool = False
+
+
+class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    agent_id: str
+    system: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...]
+    round: RoundInfo
+    step: int
+    """How many model calls this turn made before this one (0 for the first)."""
+    purpose: Literal["turn", "compact"] = "turn"
+
+
+class TextDelta(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ThinkingDelta(msgspec.Struct, frozen=True):
+    text: str
+
+
+class ToolUse(msgspec.Struct, frozen=True):
+    id: str
+    name: str
+    input: dict[str, object]
+
+
+class Stop(msgspec.Struct, frozen=True):
+    reason: StopReason
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+ModelEvent = TextDelta | ThinkingDelta | ToolUse | Stop
+
+
+class ModelTimeout(HaloError):
+    """This attempt timed out; retry it from scratch."""
+
+
+class ModelFailed(HaloError):
+    """The model call failed for good; the turn ends with an error."""
+
+
+class Model(Protocol):
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one response; the last item is a :class:`Stop`."""
+        ...
+
+
+def estimate_tokens(messages: tuple[Message, ...] | list[Message]) -> int:
+    """A cheap, deterministic size estimate (about four characters a token)."""
+    return sum(len(msgspec.json.encode(m)) for m in messages) // 4

@@ -1,0 +1,73 @@
+"""Conversation repair: a pure, idempotent function over the model-facing history.
+
+Run after every interrupt, on reload after a crash and before retrying a request
+the model API rejected as malformed:
+1. empty text blocks are stripped (a message left empty is dropped);
+2. every ``tool_use`` without a ``tool_result`` gets a synthesized one saying
+   the call was cut short and must not be retried automatically — stripping the
+   call instead would make the model believe it never ran, and run it again;
+3. a second pass changes nothing.
+"""
+
+from __future__ import annotations
+
+from ..core.conversation import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+INTERRUPTED_RESULT = (
+    "[interrupted] This call was cut short before it finished; its effects may be "
+    "partial. Do not retry it automatically: check the state first or ask the user."
+)
+NOT_RUN_RESULT = (
+    "was not run — the turn was interrupted before this call started. "
+    "Safe to re-issue if still needed."
+)
+STREAM_CUT_MARKER = (
+    "[reply interrupted by the user here — the text above is what was shown before the cut]"
+)
+UI_INTERRUPTED = "[interrupted by user]"
+UI_NOT_RUN = "[not run — interrupted]"
+
+
+def repair(messages: list[Message]) -> list[Message]:
+    """Return a valid conversation; ``repair(repair(m)) == repair(m)``."""
+    stripped = [m for m in map(_strip_empty_text, messages) if m.content]
+    out: list[Message] = []
+    for index, message in enumerate(stripped):
+        out.append(message)
+        uses = message.tool_uses() if message.role == "assistant" else ()
+        if not uses:
+            continue
+        following = stripped[index + 1] if index + 1 < len(stripped) else None
+        answered = _answered_ids(following) if following and following.role == "user" else set()
+        missing = [u for u in uses if u.id not in answered]
+        if not missing:
+            continue
+        synthesized = tuple(_interrupted(u) for u in missing)
+        if following is not None and following.role == "user" and answered:
+            stripped[index + 1] = Message(role="user", content=(*following.content, *synthesized))
+        else:
+            out.append(Message(role="user", content=synthesized))
+    return out
+
+
+def _strip_empty_text(message: Message) -> Message:
+    kept = tuple(b for b in message.content if not (isinstance(b, TextBlock) and not b.text))
+    return (
+        message if len(kept) == len(message.content) else Message(role=message.role, content=kept)
+    )
+
+
+def _answered_ids(message: Message) -> set[str]:
+    return {b.tool_use_id for b in message.content if isinstance(b, ToolResultBlock)}
+
+
+def _interrupted(use: ToolUseBlock) -> Block:
+    return ToolResultBlock(tool_use_id=use.id, content=INTERRUPTED_RESULT, is_error=True)
+
+
+def unanswered(messages: list[Message]) -> list[ToolUseBlock]:
+    """Tool calls that have no result anywhere in the conversation."""
+    answered = {
+        b.tool_use_id for m in messages for b in m.content if isinstance(b, ToolResultBlock)
+    }
+    return [u for m in messages for u in m.tool_uses() if u.id not in answered]

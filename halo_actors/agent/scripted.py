@@ -1,0 +1,151 @@
+"""ScriptedModel: a deterministic model for demos, tests and chaos runs (no network).
+
+A :class:`Script` is a list of :class:`Rule` s; the first rule matching the
+turn's input round (regex on its text, round kind, resumed-after-interrupt)
+decides the whole turn: one :class:`Step` per model call. A step streams
+thinking and text in chunks with delays, asks for a parallel batch of tool
+calls, and stops with a reason; it can also fail, or time out a number of
+times before succeeding. A rule may build its steps from the regex match (the
+built-in demo agent counts, runs commands and spawns children that way).
+
+Invariants: the same request stream gives the same responses; a step past the
+end of a rule's steps ends the turn with no text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+
+import msgspec
+import trio
+
+from ..core.events import RoundKind
+from .model import (
+    ModelEvent,
+    ModelFailed,
+    ModelRequest,
+    ModelTimeout,
+    RoundInfo,
+    Stop,
+    StopReason,
+    TextDelta,
+    ThinkingDelta,
+    ToolUse,
+)
+
+
+class ScriptedCall(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    input: dict[str, object] = msgspec.field(default_factory=dict)
+    id: str | None = None
+
+
+class Step(msgspec.Struct, frozen=True, kw_only=True):
+    """One model response."""
+
+    text: str = ""
+    chunk: int = 0
+    """Characters per streamed delta; 0 streams the text as one delta."""
+    delay: float = 0.0
+    """Seconds to wait before each delta (and before the tool calls)."""
+    thinking: str = ""
+    calls: tuple[ScriptedCall, ...] = ()
+    stop: StopReason | None = None
+    """Default: ``tool_use`` when there are calls, else ``end_turn``."""
+    fail: str | None = None
+    """Raise ``ModelFailed`` with this message after streaming the text."""
+    timeouts: int = 0
+    """The first N attempts of this step stream their text, then time out."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    steps: tuple[Step, ...] = ()
+    match: str | None = None
+    kind: RoundKind | None = None
+    resumed: bool | None = None
+    build: Callable[[re.Match[str]], tuple[Step, ...]] | None = field(default=None, compare=False)
+    """Builds the steps from the match (takes precedence over ``steps``)."""
+
+    def matches(self, round: RoundInfo) -> re.Match[str] | None:
+        if self.kind is not None and round.kind != self.kind:
+            return None
+        if self.resumed is not None and round.resumed_after_interrupt != self.resumed:
+            return None
+        return re.search(self.match or "", round.text, re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Script:
+    rules: tuple[Rule, ...] = ()
+    summary: str = "The conversation so far, in short: {count} earlier messages."
+    """Answer to a compaction request; ``{count}`` is the number of messages summarised."""
+
+    def steps_for(self, round: RoundInfo) -> tuple[Step, ...]:
+        for rule in self.rules:
+            found = rule.matches(round)
+            if found is not None:
+                return rule.build(found) if rule.build is not None else rule.steps
+        return ()
+
+
+class ScriptedModel:
+    """Implements the ``Model`` protocol from per-agent scripts."""
+
+    def __init__(self, scripts: Mapping[str, Script], *, fallback: Script | None = None) -> None:
+        self._scripts = dict(scripts)
+        self._fallback = fallback or Script()
+        self._attempts: dict[tuple[str, int, str], int] = {}
+        self._turn_steps: dict[str, tuple[Step, ...]] = {}
+        self._call_ids = itertools.count(1)
+
+    def script_for(self, agent_id: str) -> Script:
+        return self._scripts.get(agent_id, self._fallback)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        script = self.script_for(request.agent_id)
+        if request.purpose == "compact":
+            yield TextDelta(script.summary.format(count=len(request.messages)))
+            yield Stop("end_turn")
+            return
+        if request.step == 0 or request.session_id not in self._turn_steps:
+            self._turn_steps[request.session_id] = script.steps_for(request.round)
+        steps = self._turn_steps[request.session_id]
+        if request.step >= len(steps):
+            yield Stop("end_turn")
+            return
+        async for item in self._play(request, steps[request.step]):
+            yield item
+
+    async def _play(self, request: ModelRequest, step: Step) -> AsyncIterator[ModelEvent]:
+        if step.thinking:
+            yield ThinkingDelta(step.thinking)
+        for piece in _chunks(step.text, step.chunk):
+            if step.delay:
+                await trio.sleep(step.delay)
+            yield TextDelta(piece)
+        key = (request.session_id, request.step, request.round.text)
+        attempt = self._attempts.get(key, 0)
+        if attempt < step.timeouts:
+            self._attempts[key] = attempt + 1
+            raise ModelTimeout(f"scripted timeout {attempt + 1} of {step.timeouts}")
+        if step.fail is not None:
+            raise ModelFailed(step.fail)
+        if step.calls and step.delay:
+            await trio.sleep(step.delay)
+        for call in step.calls:
+            yield ToolUse(
+                call.id or f"toolu_{next(self._call_ids):06d}", call.name, dict(call.input)
+            )
+        yield Stop(step.stop or ("tool_use" if step.calls else "end_turn"))
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    if not text:
+        return []
+    if size <= 0:
+        return [text]
+    return [text[i : i + size] for i in range(0, len(text), size)]

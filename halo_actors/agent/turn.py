@@ -1,0 +1,228 @@
+"""The turn loop: model call → tool batch → … until the model ends its turn.
+
+One turn answers one input round. Between a finished batch and the next model
+call sits the **batch-boundary hook** (soft interrupts, mid-turn compaction);
+it is never consulted before the first batch. See ``docs/design/turns.md``.
+
+Invariants (each is what a cut turn leaves behind):
+- a hard abort (cancellation of the caller's scope) while text streams lands
+  the streamed text as one assistant block ending with ``STREAM_CUT_MARKER``; a
+  model timeout is retried from scratch and lands nothing;
+- every tool call of a batch gets exactly one logged result: its own when it
+  finished, else (in a ``finally``) the do-not-retry marker for a call that had
+  started and the not-run result for one that had not;
+- cleanup after an abort runs shielded and time-bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import msgspec
+import trio
+
+from ..core.conversation import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
+from ..core.events import (
+    AssistantReplied,
+    ErrorRaised,
+    Event,
+    Notified,
+    TextStreamed,
+    ThinkingStreamed,
+    ToolCalled,
+    ToolReturned,
+    UsageReported,
+)
+from ..tools.base import Tool, ToolContext, call_tool
+from .model import (
+    Model,
+    ModelFailed,
+    ModelRequest,
+    ModelTimeout,
+    RoundInfo,
+    Stop,
+    TextDelta,
+    ThinkingDelta,
+    ToolUse,
+)
+from .repair import (
+    INTERRUPTED_RESULT,
+    NOT_RUN_RESULT,
+    STREAM_CUT_MARKER,
+    UI_INTERRUPTED,
+    UI_NOT_RUN,
+    repair,
+)
+
+CLEANUP_SECONDS = 5.0
+"""Upper bound for shielded cleanup after an abort."""
+
+
+class TurnHost(Protocol):
+    """The session actor, as the turn loop sees it."""
+
+    session_id: str
+    agent_id: str
+
+    async def emit(self, *events: Event) -> None:
+        """Append to the log and apply to the session state (atomic under cancellation)."""
+        ...
+
+    def conversation(self) -> list[Message]: ...
+
+    async def at_batch_boundary(self) -> bool:
+        """Called after every batch; True means: end the turn here (soft interrupt)."""
+        ...
+
+
+@dataclass(frozen=True)
+class TurnSetup:
+    model: Model
+    tools: Mapping[str, Tool]
+    tool_context: ToolContext
+    system: str = ""
+    max_steps: int = 50
+    model_retries: int = 2
+    max_parallel_tools: int = 8
+
+
+class _Reply(msgspec.Struct):
+    text: str
+    thinking: str
+    uses: list[ToolUse]
+    stop: Stop
+
+
+async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
+    """Run one turn; returns the stop reason (``end_turn``, ``interrupted``, ``error``, …)."""
+    specs = tuple(tool.spec() for tool in setup.tools.values())
+    for step in range(setup.max_steps):
+        request = ModelRequest(
+            session_id=host.session_id,
+            agent_id=host.agent_id,
+            system=setup.system,
+            messages=tuple(repair(host.conversation())),
+            tools=specs,
+            round=round,
+            step=step,
+        )
+        try:
+            reply = await _call_model(host, setup, request)
+        except ModelFailed as exc:
+            await host.emit(ErrorRaised(error=f"model error: {exc}"))
+            return "error"
+        await _log_reply(host, reply)
+        if not reply.uses:
+            return reply.stop.reason
+        if reply.stop.reason == "max_tokens":
+            await _answer_not_run(host, reply.uses)
+            return "max_tokens"
+        await run_batch(host, setup, reply.uses)
+        if await host.at_batch_boundary():
+            return "interrupted"
+    await host.emit(ErrorRaised(error=f"the turn made {setup.max_steps} model calls; stopped"))
+    return "error"
+
+
+async def _call_model(host: TurnHost, setup: TurnSetup, request: ModelRequest) -> _Reply:
+    for attempt in range(setup.model_retries + 1):
+        try:
+            return await _stream_once(host, setup, request)
+        except ModelTimeout as exc:
+            await host.emit(Notified(text=f"model timed out ({exc}); retry {attempt + 1}"))
+    raise ModelFailed(f"timed out {setup.model_retries + 1} times")
+
+
+async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) -> _Reply:
+    text: list[str] = []
+    thinking: list[str] = []
+    uses: list[ToolUse] = []
+    try:
+        async for item in setup.model.stream(request):
+            match item:
+                case TextDelta(delta):
+                    await host.emit(TextStreamed(text=delta))
+                    text.append(delta)
+                case ThinkingDelta(delta):
+                    await host.emit(ThinkingStreamed(text=delta))
+                    thinking.append(delta)
+                case ToolUse():
+                    uses.append(item)
+                case Stop():
+                    return _Reply("".join(text), "".join(thinking), uses, item)
+    except trio.Cancelled:
+        if text:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
+                landed = TextBlock(text="".join(text) + "\n\n" + STREAM_CUT_MARKER)
+                await host.emit(AssistantReplied(content=(landed,), stop_reason="interrupted"))
+        raise
+    raise ModelFailed("the model stream ended without a stop reason")
+
+
+async def _log_reply(host: TurnHost, reply: _Reply) -> None:
+    blocks: list[Block] = []
+    if reply.thinking:
+        blocks.append(ThinkingBlock(text=reply.thinking))
+    if reply.text:
+        blocks.append(TextBlock(text=reply.text))
+    blocks.extend(ToolUseBlock(id=u.id, name=u.name, input=u.input) for u in reply.uses)
+    calls = [ToolCalled(tool_name=u.name, tool_use_id=u.id, tool_input=u.input) for u in reply.uses]
+    usage = UsageReported(
+        input_tokens=reply.stop.input_tokens, output_tokens=reply.stop.output_tokens
+    )
+    await host.emit(
+        AssistantReplied(content=tuple(blocks), stop_reason=reply.stop.reason), *calls, usage
+    )
+
+
+async def _answer_not_run(host: TurnHost, uses: list[ToolUse]) -> None:
+    await host.emit(
+        *[
+            ToolReturned(tool_name=u.name, tool_use_id=u.id, result=NOT_RUN_RESULT, is_error=True)
+            for u in uses
+        ]
+    )
+
+
+async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> None:
+    """Run one batch in parallel; land every result, even when the batch is cut."""
+    started: set[str] = set()
+    landed: set[str] = set()
+    limiter = trio.CapacityLimiter(setup.max_parallel_tools)
+
+    async def run_one(use: ToolUse) -> None:
+        async with limiter:
+            started.add(use.id)
+            out = await call_tool(setup.tools, setup.tool_context, use.name, use.input)
+            await host.emit(
+                ToolReturned(
+                    tool_name=use.name, tool_use_id=use.id, result=out.text, is_error=out.is_error
+                )
+            )
+            landed.add(use.id)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            for use in uses:
+                nursery.start_soon(run_one, use)
+    finally:
+        cut = [u for u in uses if u.id not in landed]
+        if cut:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
+                await host.emit(*_cut_results(cut, started))
+
+
+def _cut_results(cut: list[ToolUse], started: set[str]) -> list[Event]:
+    """Results for the calls a hard abort cut: marked for the model and for a person."""
+    return [
+        ToolReturned(
+            tool_name=use.name,
+            tool_use_id=use.id,
+            result=INTERRUPTED_RESULT if use.id in started else NOT_RUN_RESULT,
+            is_error=True,
+            ui_result=UI_INTERRUPTED if index == 0 else UI_NOT_RUN,
+        )
+        for index, use in enumerate(cut)
+    ]

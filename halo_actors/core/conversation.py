@@ -1,0 +1,63 @@
+"""The model-facing conversation: messages made of typed content blocks.
+
+These Structs travel inside events (an assistant reply is logged with its
+blocks) and are what a session's conversation fold produces. They are plain
+data with no behaviour beyond small helpers; repair lives in ``agent.repair``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+
+class _Block(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
+    """Base of the content blocks (one tagged union)."""
+
+
+class TextBlock(_Block, frozen=True, tag="text"):
+    text: str
+
+
+class ThinkingBlock(_Block, frozen=True, tag="thinking"):
+    text: str
+
+
+class ImageBlock(_Block, frozen=True, tag="image"):
+    data: str
+    """Base64 data or a URL, passed to the model as given."""
+    media_type: str = "image/png"
+
+
+class ToolUseBlock(_Block, frozen=True, tag="tool_use"):
+    id: str
+    name: str
+    input: dict[str, object] = msgspec.field(default_factory=dict)
+
+
+class ToolResultBlock(_Block, frozen=True, tag="tool_result"):
+    tool_use_id: str
+    content: str
+    is_error: bool = False
+
+
+Block = TextBlock | ThinkingBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    role: Literal["user", "assistant"]
+    content: tuple[Block, ...]
+
+    def text(self) -> str:
+        """The concatenated text blocks (what a person would call the message)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolUseBlock))
+
+
+def user_text(text: str, images: tuple[str, ...] = ()) -> Message:
+    blocks: list[Block] = [TextBlock(text=text)]
+    blocks.extend(ImageBlock(data=i) for i in images)
+    return Message(role="user", content=tuple(blocks))

@@ -1,0 +1,64 @@
+"""In-memory event log: the fast backend for tests and embedding without durability.
+
+Records live in one list ordered by seq plus a per-session index; appends
+commit and publish synchronously, so order is trivially preserved.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import trio
+
+from ..events import Event, Record
+from ..ids import root_of
+from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
+from .filter import EVERYTHING, EventFilter
+
+
+class MemoryEventLog(LogBase):
+    def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
+        self._records: list[Record] = []
+        self._by_session: dict[str, list[Record]] = {}
+        self._by_tree: dict[str, list[Record]] = {}
+
+    async def append(self, session_id: str, *events: Event) -> list[Record]:
+        records = [record for record, _ in self._stamp(session_id, events)]
+        self._records.extend(records)
+        self._by_session.setdefault(session_id, []).extend(records)
+        self._by_tree.setdefault(root_of(session_id), []).extend(records)
+        self._publish(records)
+        await trio.lowlevel.cancel_shielded_checkpoint()  # committed: must not raise Cancelled
+        return records
+
+    async def read(
+        self,
+        flt: EventFilter = EVERYTHING,
+        *,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        self._check_open()
+        await trio.lowlevel.checkpoint()
+        if flt.session_id is not None:
+            source = self._by_session.get(flt.session_id, [])
+        elif flt.tree is not None:
+            source = self._by_tree.get(flt.tree, [])
+        else:
+            source = self._records
+        start = bisect.bisect_right(source, after_seq, key=lambda r: r.seq)
+        out: list[Record] = []
+        for record in source[start:]:
+            if until_seq is not None and record.seq > until_seq:
+                break
+            if limit is not None and len(out) >= limit:
+                break
+            if flt.matches(record):
+                out.append(record)
+        return out
+
+    async def aclose(self) -> None:
+        self._close_subscriptions()
+        await trio.lowlevel.checkpoint()

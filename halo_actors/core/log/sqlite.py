@@ -1,0 +1,235 @@
+"""SQLite event log: WAL mode, one file per workspace, one writer thread with group commit.
+
+Invariants:
+- only the writer thread writes; it takes every append waiting in its queue,
+  inserts them in one transaction and commits once (group commit), then hands
+  the batch back to the trio thread, which publishes it in sequence order and
+  wakes the appenders;
+- an appender waits for its commit under a shield: once queued, an append is
+  reported only after it is durable (or failed);
+- reads use their own connection in a worker thread (WAL lets them run beside
+  the writer) and never see uncommitted rows;
+- after a crash the file reopens as of its last commit and numbering resumes
+  after the largest stored seq.
+"""
+
+from __future__ import annotations
+
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+import trio
+
+from ..errors import StoreClosed
+from ..events import Event, Record
+from ..ids import root_of
+from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
+from .filter import EVERYTHING, EventFilter
+
+Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+MAX_GROUP = 2_000
+"""Most records one commit takes; the rest wait for the next one."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    seq        INTEGER PRIMARY KEY,
+    session_id TEXT    NOT NULL,
+    root       TEXT    NOT NULL,
+    ts         INTEGER NOT NULL,
+    kind       TEXT    NOT NULL,
+    body       BLOB    NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, seq);
+CREATE INDEX IF NOT EXISTS events_by_root ON events (root, seq);
+CREATE INDEX IF NOT EXISTS events_by_ts ON events (ts);
+"""
+_INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)"
+_records_decoder = msgspec.json.Decoder(list[Record])
+
+Row = tuple[int, str, str, int, str, bytes]
+
+
+@dataclass(eq=False)
+class _Pending:
+    records: list[Record]
+    rows: list[Row]
+    done: trio.Event = field(default_factory=trio.Event)
+    error: BaseException | None = None
+
+
+def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
+class SqliteEventLog(LogBase):
+    """Open with :meth:`open` (an async classmethod); close with :meth:`aclose`."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        synchronous: Synchronous,
+        max_event_bytes: int,
+    ) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
+        self.path = path
+        self._synchronous: Synchronous = synchronous
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._reader: sqlite3.Connection | None = None
+        self._read_limiter = trio.CapacityLimiter(1)
+        self._token = trio.lowlevel.current_trio_token()
+        self._writer = threading.Thread(target=self._write_loop, name="halo-log-writer")
+        self.commits = 0
+        """How many transactions the writer has committed (group-commit statistics)."""
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+    ) -> SqliteEventLog:
+        """Open (creating if needed) the log at ``path`` and start its writer thread."""
+        db = Path(path)
+        db.parent.mkdir(parents=True, exist_ok=True)
+        log = cls(db, synchronous=synchronous, max_event_bytes=max_event_bytes)
+        last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
+        log._resume_from(last_seq, last_ts)
+        log._writer.start()
+        return log
+
+    def _prepare(self) -> tuple[int, int]:
+        self._reader = _connect(self.path, self._synchronous)
+        self._reader.executescript(_SCHEMA)
+        row = self._reader.execute("SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(ts), 0) FROM events")
+        last_seq, last_ts = row.fetchone()
+        return int(last_seq), int(last_ts)
+
+    async def append(self, session_id: str, *events: Event) -> list[Record]:
+        stamped = self._stamp(session_id, events)
+        root = root_of(session_id)
+        rows: list[Row] = [
+            (r.seq, session_id, root, r.ts, r.event.__struct_config__.tag, body)  # type: ignore[misc]
+            for r, body in stamped
+        ]
+        pending = _Pending([r for r, _ in stamped], rows)
+        self._queue.put(pending)
+        with trio.CancelScope(shield=True):
+            await pending.done.wait()
+        if pending.error is not None:
+            raise StoreClosed(f"the event log could not commit: {pending.error}") from None
+        return pending.records
+
+    def _write_loop(self) -> None:
+        conn = _connect(self.path, self._synchronous)
+        try:
+            while (first := self._queue.get()) is not None:
+                batch = [first]
+                stop = self._take_more(batch)
+                self._commit(conn, batch)
+                self._token.run_sync_soon(self._committed, batch)
+                if stop:
+                    break
+        finally:
+            conn.close()
+
+    def _take_more(self, batch: list[_Pending]) -> bool:
+        """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
+        size = len(batch[0].rows)
+        while size < MAX_GROUP:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            batch.append(item)
+            size += len(item.rows)
+        return False
+
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for pending in batch:
+                conn.executemany(_INSERT, pending.rows)
+            conn.execute("COMMIT")
+            self.commits += 1
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            for pending in batch:
+                pending.error = exc
+
+    def _committed(self, batch: list[_Pending]) -> None:
+        """On the trio thread, in commit order: publish, then wake the appenders."""
+        for pending in batch:
+            if pending.error is None:
+                self._publish(pending.records)
+            pending.done.set()
+
+    async def read(
+        self,
+        flt: EventFilter = EVERYTHING,
+        *,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        self._check_open()
+        sql, params = _select(flt, after_seq, until_seq, limit)
+
+        reader = self._reader
+        assert reader is not None, "opened by SqliteEventLog.open"
+
+        def run() -> list[Record]:
+            bodies = [b for (b,) in reader.execute(sql, params)]
+            return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
+
+        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+
+    async def aclose(self) -> None:
+        """Flush queued appends, stop the writer, close subscriptions and connections."""
+        if self._closed:
+            return
+        self._close_subscriptions()
+        self._queue.put(None)
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._writer.join)
+            if self._reader is not None:
+                await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
+
+
+def _select(
+    flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
+) -> tuple[str, list[object]]:
+    where: list[str] = ["seq > ?"]
+    params: list[object] = [after_seq]
+    if until_seq is not None:
+        where.append("seq <= ?")
+        params.append(until_seq)
+    if flt.session_id is not None:
+        where.append("session_id = ?")
+        params.append(flt.session_id)
+    if flt.tree is not None:
+        where.append("root = ?")
+        params.append(flt.tree)
+    if flt.since_ts is not None:
+        where.append("ts >= ?")
+        params.append(flt.since_ts)
+    if flt.kinds is not None:
+        where.append(f"kind IN ({','.join('?' * len(flt.kinds))})")
+        params.extend(sorted(flt.kinds))
+    sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq"
+    if limit is not None:
+        sql += f" LIMIT {int(limit)}"
+    return sql, list(params)

@@ -1,0 +1,226 @@
+"""Folds: a session's whole state rebuilt from its events.
+
+``SessionState.apply`` is the only code that changes a session's state; the live
+actor applies every record it appends, and a restart replays the log through
+the same method, so live and replayed state agree by construction.
+
+Invariants:
+- the mailbox is FIFO; ``RoundStarted.drained`` removes that many from its head;
+- a ``MailboxFolded`` that arrives while a turn is open or a compaction runs is
+  parked and lands, in order, when the turn completes or the compaction ends, so
+  a fold never splits a tool call from its result;
+- a tool result goes to the conversation next to the call it answers, and to
+  the UI entry with its id, else to the first entry still waiting for output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .conversation import Message, TextBlock, ToolResultBlock, user_text
+from .events import (
+    AgentStarted,
+    AssistantReplied,
+    Compacted,
+    ErrorRaised,
+    FlagsChanged,
+    MailboxDiscarded,
+    MailboxFolded,
+    MessageQueued,
+    Record,
+    ReportSent,
+    RoundStarted,
+    SessionArchived,
+    SessionCreated,
+    SessionDeleted,
+    SessionStopped,
+    ToolCalled,
+    ToolReturned,
+    TurnCompleted,
+)
+
+Lifecycle = Literal["live", "stopped", "archived", "deleted"]
+
+
+@dataclass(slots=True)
+class QueuedMessage:
+    text: str
+    images: tuple[str, ...] = ()
+    source_session_id: str | None = None
+
+
+@dataclass(slots=True)
+class UiEntry:
+    """One row of the person-facing log."""
+
+    kind: Literal["user", "assistant", "tool", "error", "notice"]
+    text: str = ""
+    seq: int = 0
+    ts: int = 0
+    tool_name: str = ""
+    tool_use_id: str = ""
+    tool_input: dict[str, object] | None = None
+    output: str | None = None
+    """For tool rows: None while the call is pending."""
+
+
+@dataclass(slots=True)
+class SessionState:
+    session_id: str
+    agent_id: str = "default"
+    parent_id: str | None = None
+    title: str | None = None
+    description: str | None = None
+    created_ts: int = 0
+    updated_ts: int = 0
+    last_seq: int = 0
+    lifecycle: Lifecycle = "live"
+    messages: list[Message] = field(default_factory=list)
+    mailbox: list[QueuedMessage] = field(default_factory=list)
+    ui: list[UiEntry] = field(default_factory=list)
+    interrupt_requested: bool = False
+    self_kick: bool = False
+    is_compacting: bool = False
+    resumed_after_interrupt: bool = False
+    turn_open: bool = False
+    round_sources: tuple[str, ...] = ()
+    turn_output: str = ""
+    """Assistant text of the current (or last) turn."""
+    turn_errored: bool = False
+    last_output: str = ""
+    """Assistant text of the last completed turn that produced any."""
+    parked_folds: list[str] = field(default_factory=list)
+    final_reports: int = 0
+
+    def apply(self, record: Record) -> None:
+        self.last_seq = record.seq
+        self.updated_ts = record.ts
+        match record.event:
+            case SessionCreated() as e:
+                self.agent_id, self.parent_id = e.agent_id, e.parent_id
+                self.title, self.description = e.title, e.description
+                self.created_ts = record.ts
+            case MessageQueued() as e:
+                self.mailbox.append(QueuedMessage(e.text, e.images, e.source_session_id))
+                if self.lifecycle == "stopped":
+                    self.lifecycle = "live"
+            case RoundStarted() as e:
+                self._start_round(e, record)
+            case AgentStarted():
+                self.turn_open = True
+            case AssistantReplied() as e:
+                self._assistant(e, record)
+            case ToolCalled() as e:
+                self.ui.append(
+                    UiEntry(
+                        "tool",
+                        seq=record.seq,
+                        ts=record.ts,
+                        tool_name=e.tool_name,
+                        tool_use_id=e.tool_use_id,
+                        tool_input=e.tool_input,
+                    )
+                )
+            case ToolReturned() as e:
+                self._tool_result(e)
+            case ErrorRaised() as e:
+                self.turn_errored = True
+                self.ui.append(UiEntry("error", e.error, record.seq, record.ts))
+            case TurnCompleted():
+                self._complete_turn()
+            case FlagsChanged() as e:
+                self._flags(e)
+            case MailboxFolded() as e:
+                del self.mailbox[: e.count]
+                self.parked_folds.append(e.text)
+                self._land_folds()
+            case MailboxDiscarded() as e:
+                del self.mailbox[: e.count]
+            case Compacted() as e:
+                summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
+                self.messages[: e.replaced] = [summary]
+            case ReportSent() as e if e.kind == "final":
+                self.final_reports += 1
+            case SessionStopped():
+                self.lifecycle = "stopped"
+            case SessionArchived():
+                self.lifecycle = "archived"
+                self.mailbox.clear()
+            case SessionDeleted():
+                self.lifecycle = "deleted"
+            case _:
+                pass
+
+    @property
+    def status(self) -> str:
+        """``running`` while a turn is open, else the lifecycle (``live`` shows as ``idle``)."""
+        if self.turn_open:
+            return "running"
+        return "idle" if self.lifecycle == "live" else self.lifecycle
+
+    def _start_round(self, e: RoundStarted, record: Record) -> None:
+        del self.mailbox[: e.drained]
+        self.messages.append(user_text(e.text, e.images))
+        self.ui.append(UiEntry("user", e.text, record.seq, record.ts))
+        self.resumed_after_interrupt = e.resumed_after_interrupt
+        self.round_sources = e.from_session_ids
+        self.turn_output = ""
+        self.turn_errored = False
+        self.lifecycle = "live" if self.lifecycle == "stopped" else self.lifecycle
+
+    def _assistant(self, e: AssistantReplied, record: Record) -> None:
+        self.messages.append(Message(role="assistant", content=e.content))
+        text = "".join(b.text for b in e.content if isinstance(b, TextBlock))
+        if text:
+            self.turn_output += text
+            self.ui.append(UiEntry("assistant", text, record.seq, record.ts))
+
+    def _tool_result(self, e: ToolReturned) -> None:
+        block = ToolResultBlock(tool_use_id=e.tool_use_id, content=e.result, is_error=e.is_error)
+        last = self.messages[-1] if self.messages else None
+        if last is not None and last.role == "user" and _only_results(last):
+            self.messages[-1] = Message(role="user", content=(*last.content, block))
+        else:
+            self.messages.append(Message(role="user", content=(block,)))
+        shown = e.ui_result if e.ui_result is not None else e.result
+        pending = [u for u in self.ui if u.kind == "tool" and u.output is None]
+        by_id = [u for u in pending if e.tool_use_id and u.tool_use_id == e.tool_use_id]
+        target = next(iter(by_id or pending), None)
+        if target is not None:
+            target.output = shown
+
+    def _complete_turn(self) -> None:
+        self.turn_open = False
+        if self.turn_output and not self.turn_errored:
+            self.last_output = self.turn_output
+        self._land_folds()
+
+    def _flags(self, e: FlagsChanged) -> None:
+        if e.interrupt_requested is not None:
+            self.interrupt_requested = e.interrupt_requested
+        if e.self_kick is not None:
+            self.self_kick = e.self_kick
+        if e.is_compacting is not None:
+            self.is_compacting = e.is_compacting
+            self._land_folds()
+
+    def _land_folds(self) -> None:
+        if self.turn_open or self.is_compacting:
+            return
+        for text in self.parked_folds:
+            self.messages.append(user_text(text))
+            self.ui.append(UiEntry("user", text))
+        self.parked_folds.clear()
+
+
+def _only_results(message: Message) -> bool:
+    return bool(message.content) and all(isinstance(b, ToolResultBlock) for b in message.content)
+
+
+def replay(session_id: str, records: list[Record]) -> SessionState:
+    """Rebuild one session's state from its records (in seq order)."""
+    state = SessionState(session_id)
+    for record in records:
+        state.apply(record)
+    return state

@@ -1,0 +1,1 @@
+"""Demo scenarios: scripted session trees with real shell commands and real timing."""

@@ -1,0 +1,1 @@
+"""The runtime: session actors, the supervisor that owns them, agent profiles."""

@@ -1,0 +1,49 @@
+"""Pure rules for input rounds and reports up the tree (no I/O, no state).
+
+- :func:`merge_round` folds drained mailbox messages into one round's text:
+  messages from other sessions get a ``(from: session X)`` prefix, a person's go
+  in raw.
+- :func:`report_recipient` decides who is owed the output of a turn: the parent,
+  when the round came from the parent; nobody for a person's own chat, a
+  sibling's message or a resume kick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..core.state import QueuedMessage
+
+RESUME_TEXT = "[resume] Continue the task you were working on before the interrupt."
+INTERIM_HEADER = "[Interim report · status: still running]"
+INTERIM_FOOTER = "Not the final result."
+FINAL_HEADER = "[Final report · status: done]"
+SIBLINGS_RUNNING = "Other sub-sessions of yours are still running: do not wrap up yet."
+
+
+def merge_round(messages: Sequence[QueuedMessage]) -> str:
+    return "\n\n".join(
+        f"(from: session {m.source_session_id}) {m.text}" if m.source_session_id else m.text
+        for m in messages
+    )
+
+
+def report_recipient(parent_id: str | None, round_sources: Sequence[str]) -> str | None:
+    if parent_id is not None and parent_id in round_sources:
+        return parent_id
+    return None
+
+
+def cap(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[… {len(text) - limit} more characters not shown]"
+
+
+def interim_report(output: str, limit: int) -> str:
+    return f"{INTERIM_HEADER}\n{cap(output, limit)}\n\n{INTERIM_FOOTER}"
+
+
+def final_report(output: str, limit: int, siblings_running: int) -> str:
+    body = f"{FINAL_HEADER}\n{cap(output, limit) if output else '(no text output)'}"
+    return f"{body}\n\n{SIBLINGS_RUNNING}" if siblings_running else body

@@ -1,0 +1,267 @@
+"""SessionActor: one session's mailbox, drain, interrupt flags and reports.
+
+A session is data while idle (its folded :class:`SessionState`) and gets a task
+only while it has work: a **run** takes every queued message at once into one
+merged round, runs a turn, and repeats until the mailbox is empty and no kick
+is pending. Only the run changes the conversation. See
+``docs/design/actors.md``.
+
+Invariants:
+- every change goes through :meth:`emit`: append to the log, then apply to the
+  state, serialised per session so records apply in sequence order;
+- an inbound message is logged before it is acted on, and no message is ever
+  dropped: it is drained into a round, folded into history by a stop, or (only
+  by archive/delete) discarded with a logged count;
+- stop/archive/delete clear ``self_kick`` and ``interrupt_requested`` before they
+  wait for the aborted turn, and while ``stopping`` no round starts, no kick is
+  armed and no report is sent, so nothing resurrects a stopped session;
+- kicks ≤ interrupts: ``continue_task`` arms a kick only in a round that began
+  with ``interrupt_requested`` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import structlog
+import trio
+
+from ..agent.model import RoundInfo
+from ..agent.turn import TurnSetup, run_turn
+from ..core.conversation import Message
+from ..core.events import (
+    AgentDone,
+    AgentStarted,
+    ErrorRaised,
+    Event,
+    FlagsChanged,
+    MailboxDiscarded,
+    MailboxFolded,
+    MessageQueued,
+    RoundKind,
+    RoundStarted,
+    SessionArchived,
+    SessionStopped,
+    TurnCompleted,
+)
+from ..core.log import EventLog
+from ..core.state import SessionState
+from ..tools.shell import kill_process_group
+from .rounds import RESUME_TEXT, merge_round
+
+Mode = Literal["soft", "hard"]
+
+
+class SessionActor:
+    """Owned by the supervisor; its run task lives in the supervisor's nursery."""
+
+    def __init__(self, state: SessionState, log: EventLog) -> None:
+        self.state = state
+        self.session_id = state.session_id
+        self.agent_id = state.agent_id
+        self._log = log
+        self._emit_lock = trio.Lock()
+        self.run_ended: trio.Event | None = None
+        """Set when the current run ends; None while no run exists (the session is idle)."""
+        self._turn_scope: trio.CancelScope | None = None
+        self.stopping = False
+        """True from the start of a stop/archive/delete until its run has ended."""
+        self._process_groups: set[int] = set()
+        self.answered_parent = False
+        """This run answered the parent and that answer has not been forwarded yet."""
+        self.compact_requested = False
+        """A manual compaction waits for the end of the current turn."""
+        self.logger = structlog.get_logger("halo_actors.session").bind(session_id=self.session_id)
+
+    # --- the one write path -------------------------------------------------
+
+    async def emit(self, *events: Event) -> None:
+        async with self._emit_lock:
+            await self._append(*events)
+
+    async def _append(self, *events: Event) -> None:
+        """Caller holds ``_emit_lock``."""
+        records = await self._log.append(self.session_id, *events)
+        for record in records:
+            self.state.apply(record)
+
+    def conversation(self) -> list[Message]:
+        return self.state.messages
+
+    @property
+    def running(self) -> bool:
+        return self.run_ended is not None
+
+    # --- inbound messages ------------------------------------------------------
+
+    async def deliver(
+        self, text: str, images: tuple[str, ...], source: str | None, mode: Mode
+    ) -> bool:
+        """Log the message; returns True when the caller must start a run for it."""
+        queued = MessageQueued(text=text, images=images, source_session_id=source)
+        async with self._emit_lock:
+            if self.claim_run():
+                await self._append(queued)
+                return True
+            quiet = self.stopping or (self.state.is_compacting and not self.state.turn_open)
+            if quiet and mode == "soft":
+                await self._append(queued)
+            else:
+                await self._append(queued, FlagsChanged(interrupt_requested=True))
+        if mode == "hard" and self._turn_scope is not None:
+            self.logger.info("hard_interrupt")
+            self._turn_scope.cancel()
+        return False
+
+    # --- the run ---------------------------------------------------------------
+
+    def claim_run(self) -> bool:
+        """Mark a run as started (the caller starts its task at once); False if one exists."""
+        if self.running or self.stopping:
+            return False
+        self.run_ended = trio.Event()
+        return True
+
+    async def finish_run(self, kind: RoundKind) -> bool:
+        """End the run unless work arrived meanwhile (decided under the emit lock, the same
+        lock :meth:`deliver` decides under, so a message is never left without a run)."""
+        async with self._emit_lock:
+            if self.next_round(kind) is not None:
+                return False
+            with trio.CancelScope(shield=True):
+                await self._append(AgentDone())
+            ended, self.run_ended = self.run_ended, None
+        if ended is not None:
+            ended.set()
+        return True
+
+    def next_round(self, kind: RoundKind) -> list[Event] | None:
+        """The events that open the next round (one splice of the whole mailbox), or None."""
+        state = self.state
+        if self.stopping or state.lifecycle in ("archived", "deleted"):
+            return None
+        resumed = state.interrupt_requested and kind != "opening"
+        if state.mailbox:
+            taken = list(state.mailbox)
+            round_event = RoundStarted(
+                text=merge_round(taken),
+                images=tuple(i for m in taken for i in m.images),
+                drained=len(taken),
+                kind=kind,
+                resumed_after_interrupt=resumed,
+                from_session_ids=tuple(m.source_session_id or "" for m in taken),
+            )
+        elif state.self_kick and kind != "opening":
+            round_event = RoundStarted(
+                text=RESUME_TEXT, kind="resume", resumed_after_interrupt=resumed
+            )
+        else:
+            return None
+        return [
+            round_event,
+            FlagsChanged(interrupt_requested=False, self_kick=False),
+            AgentStarted(),
+        ]
+
+    async def run_turn(
+        self, setup: TurnSetup, round: RoundStarted, at_boundary: Callable[[], Awaitable[bool]]
+    ) -> str:
+        """One turn inside its own cancel scope (the hard-interrupt handle)."""
+        info = RoundInfo(
+            text=round.text, kind=round.kind, resumed_after_interrupt=round.resumed_after_interrupt
+        )
+        host = _Host(self, at_boundary)
+        reason = "error"
+        with trio.CancelScope() as scope:
+            self._turn_scope = scope
+            try:
+                reason = await run_turn(host, setup, info)
+            except Exception as exc:  # a bug in a turn must not take the runtime down
+                self.logger.exception("turn_crashed")
+                with trio.CancelScope(shield=True):
+                    await self.emit(ErrorRaised(error=f"internal error: {type(exc).__name__}"))
+            finally:
+                self._turn_scope = None
+        return "interrupted" if scope.cancelled_caught else reason
+
+    async def complete_turn(self, reason: str) -> bool:
+        """Close the turn; returns True when another round follows (a batch boundary)."""
+        follows = not self.stopping and bool(self.state.mailbox or self.state.self_kick)
+        with trio.CancelScope(shield=True):
+            await self.emit(TurnCompleted(batch_boundary=follows, stop_reason=reason))
+        return follows
+
+    # --- continue_task and process groups (TurnControl) -----------------------
+
+    async def arm_kick(self) -> str:
+        """``continue_task``: checked under the emit lock, so a stop that began first wins."""
+        async with self._emit_lock:
+            if self.stopping or not self.state.turn_open:
+                return "no_turn"
+            if not self.state.resumed_after_interrupt:
+                return "not_interrupted"
+            await self._append(FlagsChanged(self_kick=True))
+        return "ok"
+
+    def track_process_group(self, pgid: int) -> None:
+        self._process_groups.add(pgid)
+
+    def untrack_process_group(self, pgid: int) -> None:
+        self._process_groups.discard(pgid)
+
+    # --- stop / archive ----------------------------------------------------------
+
+    async def abort(self, how: Literal["stop", "archive"], grace: float) -> bool:
+        """Fold (stop) or discard (archive) the mailbox, abort the run, wait for it.
+
+        Returns whether there was anything to stop (a run or queued messages).
+        """
+        state = self.state
+        had_work = self.running or bool(state.mailbox)
+        self.stopping = True
+        try:
+            first: list[Event] = []
+            if state.mailbox and how == "stop":
+                first.append(
+                    MailboxFolded(text=merge_round(state.mailbox), count=len(state.mailbox))
+                )
+            elif state.mailbox:
+                first.append(MailboxDiscarded(count=len(state.mailbox)))
+            first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
+            with trio.CancelScope(shield=True):
+                await self.emit(*first)
+                if self._turn_scope is not None:
+                    self._turn_scope.cancel()
+                if self.run_ended is not None:
+                    await self.run_ended.wait()
+                await self.kill_process_groups(grace)
+                await self.emit(SessionStopped() if how == "stop" else SessionArchived())
+        finally:
+            self.stopping = False
+        return had_work
+
+    async def kill_process_groups(self, grace: float) -> None:
+        async with trio.open_nursery() as nursery:
+            for pgid in list(self._process_groups):
+                nursery.start_soon(kill_process_group, pgid, grace)
+        self._process_groups.clear()
+
+
+class _Host:
+    """Adapts the actor to the turn loop's ``TurnHost`` protocol."""
+
+    def __init__(self, actor: SessionActor, at_boundary: Callable[[], Awaitable[bool]]) -> None:
+        self.session_id = actor.session_id
+        self.agent_id = actor.agent_id
+        self._actor = actor
+        self._at_boundary = at_boundary
+
+    async def emit(self, *events: Event) -> None:
+        await self._actor.emit(*events)
+
+    def conversation(self) -> list[Message]:
+        return self._actor.state.messages
+
+    async def at_batch_boundary(self) -> bool:
+        return await self._at_boundary()

@@ -1,0 +1,486 @@
+"""The supervisor: owns every session's task and the tree operations.
+
+It starts root and child sessions, delivers messages (soft and hard
+interrupts), stops, archives and deletes subtrees, and drives each session's
+run: drain a round, run a turn, report up the tree, repeat. Gates (same tree,
+not self-or-ancestor) are *not* here: they sit in the session tools, because the
+HTTP front and the report-to-parent path call these methods already authorised.
+See ``docs/design/actors.md``.
+
+Invariants:
+- every task lives in the supervisor's nursery; nothing is fire-and-forget;
+- a session with no run holds no task (it is only its folded state);
+- stop/archive/delete mark the whole subtree ``stopping`` before aborting any of
+  it, so no run that ends during a cascade reports to (and wakes) an ancestor;
+- after a restart, a turn that was open is closed with an explicit error and a
+  terminal ``complete``; queued messages stay queued.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Literal
+
+import structlog
+import trio
+
+from ..agent.model import Model, ModelRequest, RoundInfo, Stop, TextDelta, estimate_tokens
+from ..agent.repair import INTERRUPTED_RESULT, UI_INTERRUPTED, UI_NOT_RUN, unanswered
+from ..agent.turn import TurnSetup
+from ..core import ids
+from ..core.conversation import Message
+from ..core.errors import InvalidInput, SessionNotFound, SessionUnavailable
+from ..core.events import (
+    AgentDone,
+    Compacted,
+    ErrorRaised,
+    Event,
+    FlagsChanged,
+    ReportSent,
+    RoundStarted,
+    SessionCreated,
+    SessionDeleted,
+    ToolReturned,
+    TurnCompleted,
+)
+from ..core.log import EventLog
+from ..core.state import SessionState
+from ..tools.base import Delivery, ToolContext
+from ..tools.files import Workspace
+from ..tools.registry import tools_for
+from ..tools.shell import ShellLimits
+from .profiles import AgentProfile, Profiles
+from .rounds import final_report, interim_report, report_recipient
+from .session import Mode, SessionActor
+
+log = structlog.get_logger("halo_actors.supervisor")
+
+
+class Supervisor:
+    def __init__(
+        self,
+        event_log: EventLog,
+        model: Model,
+        profiles: Profiles,
+        workspace: Workspace,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.log = event_log
+        self.model = model
+        self.profiles = profiles
+        self.workspace = workspace
+        self._nursery = nursery
+        self._actors: dict[str, SessionActor] = {}
+        self._children: dict[str, list[str]] = {}
+        self._changed = trio.Event()
+        """Set (and replaced) whenever a run starts or ends; waiters re-check their condition."""
+
+    # --- lookup -----------------------------------------------------------------
+
+    def actor(self, session_id: str) -> SessionActor:
+        actor = self._actors.get(ids.check_session_id(session_id))
+        if actor is None:
+            raise SessionNotFound(f"session {session_id} not found")
+        return actor
+
+    def state(self, session_id: str) -> SessionState:
+        return self.actor(session_id).state
+
+    def exists(self, session_id: str) -> bool:
+        return ids.is_safe_session_id(session_id) and session_id in self._actors
+
+    def is_live(self, session_id: str) -> bool:
+        actor = self._actors.get(session_id)
+        return actor is not None and actor.state.lifecycle not in ("archived", "deleted")
+
+    def is_running(self, session_id: str) -> bool:
+        actor = self._actors.get(session_id)
+        return actor is not None and actor.running
+
+    def sessions(self) -> list[SessionState]:
+        return [a.state for a in self._actors.values()]
+
+    def children(self, session_id: str) -> list[str]:
+        return list(self._children.get(session_id, ()))
+
+    def subtree(self, session_id: str) -> list[str]:
+        """``session_id`` and every descendant, parents before children."""
+        out, stack = [], [session_id]
+        while stack:
+            current = stack.pop()
+            out.append(current)
+            stack.extend(reversed(self._children.get(current, [])))
+        return out
+
+    def team_of(self, agent_id: str) -> tuple[str, ...]:
+        profile = self.profiles.get(agent_id)
+        return profile.team if profile else ()
+
+    def output(self, session_id: str) -> str:
+        return self.state(session_id).last_output
+
+    def describe_tree(self, root: str) -> list[dict[str, object]]:
+        return [
+            {
+                "sessionId": s.session_id,
+                "parentId": s.parent_id,
+                "agentId": s.agent_id,
+                "status": "running" if self.is_running(s.session_id) else s.status,
+                "queued": len(s.mailbox),
+                "title": s.title,
+            }
+            for sid in self.subtree(root)
+            if (s := self.state(sid)).lifecycle not in ("archived", "deleted")
+        ]
+
+    # --- creation -----------------------------------------------------------------
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        namespace: str = "cli",
+        agent_id: str = "default",
+        title: str | None = None,
+        parent_id: str | None = None,
+        description: str | None = None,
+    ) -> str:
+        """Create a session (a root unless ``parent_id``); an existing id is returned as is."""
+        sid = ids.check_session_id(session_id) if session_id else ids.mint_root(namespace)
+        if sid in self._actors:
+            return sid
+        self._profile(agent_id)
+        actor = self._register(SessionState(sid))
+        await actor.emit(
+            SessionCreated(
+                agent_id=agent_id, parent_id=parent_id, title=title, description=description
+            )
+        )
+        actor.agent_id = agent_id
+        return sid
+
+    async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
+        parent = self.actor(parent_id)
+        if parent.state.lifecycle in ("archived", "deleted"):
+            raise SessionUnavailable(f"session {parent_id} is {parent.state.lifecycle}")
+        child = ids.mint_child(parent_id, label or agent_id)
+        await self.create_session(
+            child, agent_id=agent_id, parent_id=parent_id, title=label or None, description=task
+        )
+        await self.send(child, task, source=parent_id)
+        return child
+
+    def _register(self, state: SessionState) -> SessionActor:
+        actor = SessionActor(state, self.log)
+        self._actors[state.session_id] = actor
+        parent = ids.parent_of(state.session_id)
+        if parent is not None:
+            self._children.setdefault(parent, []).append(state.session_id)
+        return actor
+
+    def _profile(self, agent_id: str) -> AgentProfile:
+        profile = self.profiles.get(agent_id)
+        if profile is None:
+            raise InvalidInput(f"unknown agent profile {agent_id!r}")
+        return profile
+
+    # --- messages and interrupts ---------------------------------------------------
+
+    async def send(
+        self,
+        target: str,
+        text: str,
+        *,
+        images: tuple[str, ...] = (),
+        source: str | None = None,
+        mode: Mode = "soft",
+    ) -> Delivery:
+        """Deliver a message: idle → it starts a run; busy → queued plus an interrupt."""
+        actor = self.actor(target)
+        if actor.state.lifecycle in ("archived", "deleted"):
+            raise SessionUnavailable(f"session {target} is {actor.state.lifecycle}")
+        if await actor.deliver(text, images, source, mode):
+            self._start_run(actor)
+            return "started"
+        return "queued"
+
+    async def interrupt(self, target: str, text: str, *, source: str | None = None) -> Delivery:
+        """Hard interrupt: queue ``text`` and abort the running turn now."""
+        return await self.send(target, text, source=source, mode="hard")
+
+    def _start_run(self, actor: SessionActor, compact_first: bool = False) -> None:
+        self._nursery.start_soon(self._run, actor, compact_first)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Until no run is active in ``session_id``'s subtree."""
+        while any(self.is_running(s) for s in self.subtree(session_id)):
+            await self._changed.wait()
+
+    # --- the run -----------------------------------------------------------------
+
+    async def _run(self, actor: SessionActor, compact_first: bool) -> None:
+        profile = self._profile(actor.agent_id)
+        kind: Literal["opening", "drained"] = "opening"
+        try:
+            if compact_first:
+                await self._compact(actor, profile)
+            while True:
+                events = actor.next_round(kind)
+                if events is None and await actor.finish_run(kind):
+                    break
+                if events is None:
+                    continue
+                await self._one_turn(actor, profile, events)
+                kind = "drained"
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+                if actor.state.turn_open:
+                    await actor.emit(*_closing_events(actor.state, "the runtime shut down"))
+            raise
+        finally:
+            self._notify()
+        if not actor.stopping:
+            await self._report_run_end(actor, profile)
+
+    async def _one_turn(
+        self, actor: SessionActor, profile: AgentProfile, events: list[Event]
+    ) -> None:
+        await actor.emit(*events)
+        round_event = events[0]
+        assert isinstance(round_event, RoundStarted)
+        reason = await actor.run_turn(
+            self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
+        )
+        if not actor.stopping:
+            with trio.CancelScope(shield=True):
+                await self._report_turn_end(actor, profile)
+                over = estimate_tokens(actor.state.messages) > profile.limits.compress_at
+                if over or actor.compact_requested:
+                    await self._compact(actor, profile)
+        await actor.complete_turn(reason)
+
+    def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
+        limits = profile.limits
+        shell = ShellLimits(
+            output_cap=limits.shell_output_cap,
+            timeout=limits.shell_timeout,
+            kill_grace=limits.kill_grace,
+        )
+        context = ToolContext(
+            session_id=actor.session_id,
+            agent_id=actor.agent_id,
+            workspace=self.workspace,
+            tree=self,
+            turn=actor,
+            shell=shell,
+        )
+        return TurnSetup(
+            model=self.model,
+            tools=tools_for(profile.tools),
+            tool_context=context,
+            system=profile.system,
+            max_steps=limits.max_steps,
+            max_parallel_tools=limits.max_parallel_tools,
+        )
+
+    async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
+        if estimate_tokens(actor.state.messages) > profile.limits.compress_at:
+            await self._compact(actor, profile)
+        return actor.state.interrupt_requested
+
+    # --- compaction ----------------------------------------------------------------
+
+    async def compact(self, session_id: str) -> Delivery:
+        """Manual compaction: now when idle (as a run), else at the end of the current turn."""
+        actor = self.actor(session_id)
+        if actor.state.lifecycle in ("archived", "deleted"):
+            raise SessionUnavailable(f"session {session_id} is {actor.state.lifecycle}")
+        if actor.claim_run():
+            self._start_run(actor, compact_first=True)
+            return "started"
+        actor.compact_requested = True
+        return "queued"
+
+    async def _compact(self, actor: SessionActor, profile: AgentProfile) -> None:
+        messages = actor.state.messages
+        starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text()]
+        replaced = starts[-1] if starts else 0
+        if replaced <= 0:
+            return
+        await actor.emit(FlagsChanged(is_compacting=True))
+        try:
+            summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
+            await actor.emit(Compacted(summary=summary, replaced=replaced))
+        finally:
+            with trio.CancelScope(shield=True):
+                await actor.emit(FlagsChanged(is_compacting=False))
+        actor.compact_requested = False
+
+    async def _summarize(
+        self, actor: SessionActor, profile: AgentProfile, messages: tuple[Message, ...]
+    ) -> str:
+        request = ModelRequest(
+            session_id=actor.session_id,
+            agent_id=actor.agent_id,
+            system=profile.system,
+            messages=messages,
+            tools=(),
+            step=0,
+            purpose="compact",
+            round=RoundInfo(text="compact", kind="drained"),
+        )
+        parts = []
+        async for item in self.model.stream(request):
+            if isinstance(item, TextDelta):
+                parts.append(item.text)
+            elif isinstance(item, Stop):
+                break
+        return "".join(parts)
+
+    # --- reports up the tree --------------------------------------------------------
+
+    async def _report_turn_end(self, actor: SessionActor, profile: AgentProfile) -> None:
+        state = actor.state
+        recipient = report_recipient(state.parent_id, state.round_sources)
+        if recipient is None or not state.turn_output or state.turn_errored:
+            return
+        actor.answered_parent = True
+        if state.mailbox or state.self_kick:
+            await self._report(
+                actor,
+                recipient,
+                "interim",
+                interim_report(state.turn_output, profile.limits.report_cap),
+            )
+
+    async def _report_run_end(self, actor: SessionActor, profile: AgentProfile) -> None:
+        state = actor.state
+        parent = state.parent_id
+        if parent is None or state.lifecycle != "live":
+            return
+        cap = profile.limits.report_cap
+        busy = [c for c in self.subtree(actor.session_id)[1:] if self.is_running(c)]
+        if not busy:
+            siblings = [
+                c for c in self.children(parent) if c != actor.session_id and self.is_running(c)
+            ]
+            await self._report(
+                actor, parent, "final", final_report(state.last_output, cap, len(siblings))
+            )
+        elif actor.answered_parent:
+            await self._report(actor, parent, "interim", interim_report(state.last_output, cap))
+
+    async def _report(
+        self, actor: SessionActor, to: str, kind: Literal["final", "interim"], text: str
+    ) -> None:
+        actor.answered_parent = False
+        await actor.emit(ReportSent(to_session_id=to, kind=kind))
+        try:
+            await self.send(to, text, source=actor.session_id)
+        except (SessionNotFound, SessionUnavailable):
+            log.info("report_dropped", session_id=actor.session_id, to=to)
+
+    # --- stop, archive, delete ----------------------------------------------------------
+
+    async def stop(self, target: str) -> bool:
+        """Stop preserves: fold each mailbox into history, abort, wait for the whole subtree."""
+        return await self._abort_subtree(target, "stop")
+
+    async def archive(self, target: str) -> bool:
+        """Archive discards the mailboxes; the subtree is read-only afterwards."""
+        return await self._abort_subtree(target, "archive")
+
+    async def delete(self, target: str) -> bool:
+        members = self.subtree(self.actor(target).session_id)
+        await self._abort_subtree(target, "archive")
+        for sid in reversed(members):
+            actor = self._actors.pop(sid)
+            await actor.emit(SessionDeleted())
+            parent = ids.parent_of(sid)
+            if parent in self._children:
+                self._children[parent].remove(sid)
+            self._children.pop(sid, None)
+        return True
+
+    async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:
+        root = self.actor(target)
+        if root.state.lifecycle in ("archived", "deleted"):
+            return False
+        actors = [self._actors[s] for s in self.subtree(target)]
+        for actor in actors:
+            actor.stopping = True
+        results: list[bool] = []
+
+        async def abort_one(actor: SessionActor) -> None:
+            grace = self._profile(actor.agent_id).limits.kill_grace
+            results.append(await actor.abort(how, grace))
+
+        with trio.CancelScope(shield=True):
+            async with trio.open_nursery() as nursery:
+                for actor in actors:
+                    nursery.start_soon(abort_one, actor)
+        self._notify()
+        for actor in actors:
+            if how == "stop" and actor.state.mailbox and actor.claim_run():
+                self._start_run(actor)
+        return any(results)
+
+    # --- recovery ------------------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Rebuild every session from the log and close turns a crash left open."""
+        states: dict[str, SessionState] = {}
+        for record in await self.log.read():
+            states.setdefault(record.session_id, SessionState(record.session_id)).apply(record)
+        closed = 0
+        for state in sorted(states.values(), key=lambda s: ids.depth(s.session_id)):
+            if state.lifecycle == "deleted" or not state.created_ts:
+                continue
+            actor = self._register(state)
+            if state.turn_open or state.is_compacting:
+                await actor.emit(*_closing_events(state, "the runtime restarted"))
+                closed += 1
+        return closed
+
+
+def _closing_events(state: SessionState, why: str) -> list[Event]:
+    """What closes a turn cut by a crash: results for its open calls, an error, ``complete``."""
+    events: list[Event] = [
+        ToolReturned(
+            tool_name=use.name,
+            tool_use_id=use.id,
+            result=INTERRUPTED_RESULT,
+            is_error=True,
+            ui_result=UI_INTERRUPTED if i == 0 else UI_NOT_RUN,
+        )
+        for i, use in enumerate(unanswered(state.messages))
+    ]
+    if state.is_compacting:
+        events.append(FlagsChanged(is_compacting=False))
+    if state.turn_open:
+        events += [
+            ErrorRaised(error=f"{why} while this turn ran; it was cut short"),
+            TurnCompleted(stop_reason="restarted"),
+            AgentDone(),
+        ]
+    return events
+
+
+@asynccontextmanager
+async def open_supervisor(
+    event_log: EventLog, model: Model, *, workspace: Workspace, profiles: Profiles | None = None
+) -> AsyncIterator[Supervisor]:
+    """Run a supervisor; leaving the block cancels every run (turns close on restart)."""
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(event_log, model, profiles or Profiles(), workspace, nursery)
+        await supervisor.recover()
+        try:
+            yield supervisor
+        finally:
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,1 @@
+"""Tools a session's model can call: shell, session tools, workspace files."""

@@ -1,0 +1,141 @@
+"""The tool protocol, the context a call runs in, and the one place calls are executed.
+
+A :class:`Tool` couples a name and description with a msgspec ``Struct`` of
+arguments (its JSON schema is what the model sees) and an async ``run``.
+:func:`call_tool` validates the model's input, runs the tool and turns every
+expected failure into an ``is_error`` result the model can read; only
+cancellation and real bugs propagate. See ``docs/design/tools.md``.
+
+The session tools reach the runtime only through :class:`TreeControl` and
+:class:`TurnControl` (protocols), so this layer never imports the runtime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, TypeVar
+
+import msgspec
+import structlog
+
+from ..core.errors import HaloError
+from .files import Workspace
+from .shell import ShellLimits
+
+log = structlog.get_logger(__name__)
+
+Delivery = Literal["started", "queued"]
+
+
+class TreeControl(Protocol):
+    """What session tools may ask of the supervisor (already-gated calls only)."""
+
+    def exists(self, session_id: str) -> bool: ...
+    def is_live(self, session_id: str) -> bool: ...
+    def team_of(self, agent_id: str) -> tuple[str, ...]: ...
+    async def start_child(self, parent_id: str, agent_id: str, task: str, label: str) -> str: ...
+    async def send(
+        self, target: str, text: str, *, source: str | None, mode: Literal["soft", "hard"]
+    ) -> Delivery: ...
+    async def stop(self, target: str) -> bool: ...
+    async def archive(self, target: str) -> bool: ...
+    def output(self, target: str) -> str: ...
+    def describe_tree(self, root: str) -> list[dict[str, object]]: ...
+
+
+class TurnControl(Protocol):
+    """The running turn, as the built-in ``continue_task`` and ``shell_exec`` see it."""
+
+    async def arm_kick(self) -> str: ...
+    def track_process_group(self, pgid: int) -> None: ...
+    def untrack_process_group(self, pgid: int) -> None: ...
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """What the model is told about a tool."""
+
+    name: str
+    description: str
+    input_schema: dict[str, object]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    session_id: str
+    agent_id: str
+    workspace: Workspace
+    tree: TreeControl
+    turn: TurnControl
+    shell: ShellLimits = field(default_factory=ShellLimits)
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    text: str
+    is_error: bool = False
+
+
+A = TypeVar("A", bound=msgspec.Struct)
+Invoke = Callable[[ToolContext, Mapping[str, object]], Awaitable[ToolOutput]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as the runtime holds it; build one with :func:`define_tool`."""
+
+    name: str
+    description: str
+    input_schema: dict[str, object]
+    invoke: Invoke
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(
+            name=self.name, description=self.description, input_schema=self.input_schema
+        )
+
+
+def define_tool(
+    name: str,
+    description: str,
+    args: type[A],
+    run: Callable[[ToolContext, A], Awaitable[ToolOutput]],
+) -> Tool:
+    """A tool whose raw input is validated into ``args`` before ``run`` sees it."""
+
+    async def invoke(ctx: ToolContext, raw: Mapping[str, object]) -> ToolOutput:
+        try:
+            parsed = msgspec.convert(dict(raw), args)
+        except msgspec.ValidationError as exc:
+            return ToolOutput(f"invalid arguments for {name}: {exc}", is_error=True)
+        return await run(ctx, parsed)
+
+    return Tool(name, description, _schema_of(args), invoke)
+
+
+def _schema_of(args: type[msgspec.Struct]) -> dict[str, object]:
+    schema = msgspec.json.schema(args)
+    defs = schema.get("$defs", {})
+    ref = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
+    if isinstance(defs, dict) and ref in defs:
+        body = dict(defs[ref])
+        if len(defs) > 1:
+            body["$defs"] = defs
+        return body
+    return schema
+
+
+async def call_tool(
+    tools: Mapping[str, Tool], ctx: ToolContext, name: str, raw: Mapping[str, object]
+) -> ToolOutput:
+    """Run one tool call; expected failures become ``is_error`` results."""
+    tool = tools.get(name)
+    if tool is None:
+        return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(tools))}", True)
+    try:
+        return await tool.invoke(ctx, raw)
+    except HaloError as exc:
+        return ToolOutput(str(exc), is_error=True)
+    except Exception as exc:  # a tool bug must not end the turn; it is logged in full
+        log.exception("tool_failed", session_id=ctx.session_id, tool=name)
+        return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
