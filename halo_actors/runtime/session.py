@@ -28,6 +28,7 @@ import structlog
 import trio
 
 from ..agent.model import RoundInfo
+from ..agent.repair import INTERRUPTED_RESULT, UI_INTERRUPTED, UI_NOT_RUN, unanswered
 from ..agent.turn import TurnSetup, run_turn
 from ..core.conversation import Message
 from ..core.events import (
@@ -43,6 +44,7 @@ from ..core.events import (
     RoundStarted,
     SessionArchived,
     SessionStopped,
+    ToolReturned,
     TurnCompleted,
 )
 from ..core.log import EventLog
@@ -56,28 +58,59 @@ Mode = Literal["soft", "hard"]
 class SessionActor:
     """Owned by the supervisor; its run task lives in the supervisor's nursery."""
 
+    __slots__ = (
+        "_emit_lock",
+        "_log",
+        "_logger",
+        "_process_groups",
+        "_turn_scope",
+        "agent_id",
+        "answered_parent",
+        "compact_requested",
+        "run_ended",
+        "session_id",
+        "state",
+        "stopping",
+    )
+
     def __init__(self, state: SessionState, log: EventLog) -> None:
+        # Idle sessions are many: everything not needed while idle is created on first use.
         self.state = state
         self.session_id = state.session_id
         self.agent_id = state.agent_id
         self._log = log
-        self._emit_lock = trio.Lock()
+        self._emit_lock: trio.Lock | None = None
         self.run_ended: trio.Event | None = None
         """Set when the current run ends; None while no run exists (the session is idle)."""
         self._turn_scope: trio.CancelScope | None = None
         self.stopping = False
         """True from the start of a stop/archive/delete until its run has ended."""
-        self._process_groups: set[int] = set()
+        self._process_groups: set[int] | None = None
         self.answered_parent = False
         """This run answered the parent and that answer has not been forwarded yet."""
         self.compact_requested = False
         """A manual compaction waits for the end of the current turn."""
-        self.logger = structlog.get_logger("halo_actors.session").bind(session_id=self.session_id)
+        self._logger: structlog.typing.FilteringBoundLogger | None = None
+
+    @property
+    def logger(self) -> structlog.typing.FilteringBoundLogger:
+        if self._logger is None:
+            self._logger = structlog.get_logger("halo_actors.session").bind(
+                session_id=self.session_id
+            )
+        return self._logger
+
+    @property
+    def lock(self) -> trio.Lock:
+        """Serialises appends of this session (trio's Lock is fair: FIFO)."""
+        if self._emit_lock is None:
+            self._emit_lock = trio.Lock()
+        return self._emit_lock
 
     # --- the one write path -------------------------------------------------
 
     async def emit(self, *events: Event) -> None:
-        async with self._emit_lock:
+        async with self.lock:
             await self._append(*events)
 
     async def _append(self, *events: Event) -> None:
@@ -100,7 +133,7 @@ class SessionActor:
     ) -> bool:
         """Log the message; returns True when the caller must start a run for it."""
         queued = MessageQueued(text=text, images=images, source_session_id=source)
-        async with self._emit_lock:
+        async with self.lock:
             if self.claim_run():
                 await self._append(queued)
                 return True
@@ -123,10 +156,18 @@ class SessionActor:
         self.run_ended = trio.Event()
         return True
 
+    async def close_run(self, why: str) -> None:
+        """End a run that did not finish normally; closes an open turn. Caller shields."""
+        if self.state.turn_open:
+            await self.emit(*closing_events(self.state, why))
+        ended, self.run_ended = self.run_ended, None
+        if ended is not None:
+            ended.set()
+
     async def finish_run(self, kind: RoundKind) -> bool:
         """End the run unless work arrived meanwhile (decided under the emit lock, the same
         lock :meth:`deliver` decides under, so a message is never left without a run)."""
-        async with self._emit_lock:
+        async with self.lock:
             if self.next_round(kind) is not None:
                 return False
             with trio.CancelScope(shield=True):
@@ -196,7 +237,7 @@ class SessionActor:
 
     async def arm_kick(self) -> str:
         """``continue_task``: checked under the emit lock, so a stop that began first wins."""
-        async with self._emit_lock:
+        async with self.lock:
             if self.stopping or not self.state.turn_open:
                 return "no_turn"
             if not self.state.resumed_after_interrupt:
@@ -205,10 +246,13 @@ class SessionActor:
         return "ok"
 
     def track_process_group(self, pgid: int) -> None:
+        if self._process_groups is None:
+            self._process_groups = set()
         self._process_groups.add(pgid)
 
     def untrack_process_group(self, pgid: int) -> None:
-        self._process_groups.discard(pgid)
+        if self._process_groups is not None:
+            self._process_groups.discard(pgid)
 
     # --- stop / archive ----------------------------------------------------------
 
@@ -242,10 +286,10 @@ class SessionActor:
         return had_work
 
     async def kill_process_groups(self, grace: float) -> None:
+        groups, self._process_groups = self._process_groups or set(), None
         async with trio.open_nursery() as nursery:
-            for pgid in list(self._process_groups):
+            for pgid in groups:
                 nursery.start_soon(kill_process_group, pgid, grace)
-        self._process_groups.clear()
 
 
 class _Host:
@@ -265,3 +309,26 @@ class _Host:
 
     async def at_batch_boundary(self) -> bool:
         return await self._at_boundary()
+
+
+def closing_events(state: SessionState, why: str) -> list[Event]:
+    """What closes a turn cut by a crash: results for its open calls, an error, ``complete``."""
+    events: list[Event] = [
+        ToolReturned(
+            tool_name=use.name,
+            tool_use_id=use.id,
+            result=INTERRUPTED_RESULT,
+            is_error=True,
+            ui_result=UI_INTERRUPTED if i == 0 else UI_NOT_RUN,
+        )
+        for i, use in enumerate(unanswered(state.messages))
+    ]
+    if state.is_compacting:
+        events.append(FlagsChanged(is_compacting=False))
+    if state.turn_open:
+        events += [
+            ErrorRaised(error=f"{why} while this turn ran; it was cut short"),
+            TurnCompleted(stop_reason="restarted"),
+            AgentDone(),
+        ]
+    return events

@@ -26,23 +26,18 @@ import structlog
 import trio
 
 from ..agent.model import Model, ModelRequest, RoundInfo, Stop, TextDelta, estimate_tokens
-from ..agent.repair import INTERRUPTED_RESULT, UI_INTERRUPTED, UI_NOT_RUN, unanswered
 from ..agent.turn import TurnSetup
 from ..core import ids
 from ..core.conversation import Message
 from ..core.errors import InvalidInput, SessionNotFound, SessionUnavailable
 from ..core.events import (
-    AgentDone,
     Compacted,
-    ErrorRaised,
     Event,
     FlagsChanged,
     ReportSent,
     RoundStarted,
     SessionCreated,
     SessionDeleted,
-    ToolReturned,
-    TurnCompleted,
 )
 from ..core.log import EventLog
 from ..core.state import SessionState
@@ -52,7 +47,7 @@ from ..tools.registry import tools_for
 from ..tools.shell import ShellLimits
 from .profiles import AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
-from .session import Mode, SessionActor
+from .session import Mode, SessionActor, closing_events
 
 log = structlog.get_logger("halo_actors.supervisor")
 
@@ -225,28 +220,33 @@ class Supervisor:
     # --- the run -----------------------------------------------------------------
 
     async def _run(self, actor: SessionActor, compact_first: bool) -> None:
-        profile = self._profile(actor.agent_id)
-        kind: Literal["opening", "drained"] = "opening"
+        """Supervise one run: a crash is logged and closes the turn, never the runtime."""
+        finished = False
         try:
-            if compact_first:
-                await self._compact(actor, profile)
-            while True:
-                events = actor.next_round(kind)
-                if events is None and await actor.finish_run(kind):
-                    break
-                if events is None:
-                    continue
-                await self._one_turn(actor, profile, events)
-                kind = "drained"
-        except trio.Cancelled:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-                if actor.state.turn_open:
-                    await actor.emit(*_closing_events(actor.state, "the runtime shut down"))
-            raise
+            profile = self._profile(actor.agent_id)
+            await self._drive(actor, profile, compact_first)
+            finished = True
+        except Exception:
+            log.exception("run_crashed", session_id=actor.session_id)
         finally:
+            if not finished:  # crashed, or cancelled by a shutdown
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
+                    await actor.close_run("the runtime stopped this run")
             self._notify()
         if not actor.stopping:
             await self._report_run_end(actor, profile)
+
+    async def _drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
+        kind: Literal["opening", "drained"] = "opening"
+        if compact_first:
+            await self._compact(actor, profile)
+        while True:
+            events = actor.next_round(kind)
+            if events is None and await actor.finish_run(kind):
+                return
+            if events is not None:
+                await self._one_turn(actor, profile, events)
+                kind = "drained"
 
     async def _one_turn(
         self, actor: SessionActor, profile: AgentProfile, events: list[Event]
@@ -444,32 +444,9 @@ class Supervisor:
                 continue
             actor = self._register(state)
             if state.turn_open or state.is_compacting:
-                await actor.emit(*_closing_events(state, "the runtime restarted"))
+                await actor.emit(*closing_events(state, "the runtime restarted"))
                 closed += 1
         return closed
-
-
-def _closing_events(state: SessionState, why: str) -> list[Event]:
-    """What closes a turn cut by a crash: results for its open calls, an error, ``complete``."""
-    events: list[Event] = [
-        ToolReturned(
-            tool_name=use.name,
-            tool_use_id=use.id,
-            result=INTERRUPTED_RESULT,
-            is_error=True,
-            ui_result=UI_INTERRUPTED if i == 0 else UI_NOT_RUN,
-        )
-        for i, use in enumerate(unanswered(state.messages))
-    ]
-    if state.is_compacting:
-        events.append(FlagsChanged(is_compacting=False))
-    if state.turn_open:
-        events += [
-            ErrorRaised(error=f"{why} while this turn ran; it was cut short"),
-            TurnCompleted(stop_reason="restarted"),
-            AgentDone(),
-        ]
-    return events
 
 
 @asynccontextmanager
