@@ -14,7 +14,8 @@ workspace-relative string and passes one gate before anything touches the disk:
    show what the gate would let through, so they never show ``.halo``.
 
 The operation then works on the checked realpath, never on the caller's string
-(``link/../x`` means ``x``), and writes open with ``O_NOFOLLOW``. This confines careless
+(``link/../x`` means ``x``); writes open with ``O_NOFOLLOW``, and nothing blocks on a
+FIFO (only regular files are read or written). This confines careless
 or hostile *paths*; it does not defend against another process swapping directories for
 symlinks between the check and the use.
 
@@ -41,6 +42,7 @@ import errno
 import fnmatch
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -178,7 +180,9 @@ class Workspace:
         raise FileNotFound(f"{target.shown}: not found")
 
     def _existing_file(self, rel: str) -> _Target:
-        target = self._check(rel)
+        return self._require_file(self._check(rel))
+
+    def _require_file(self, target: _Target) -> _Target:
         self._require_exists(target)
         if os.path.isdir(target.real):
             raise PathIsDirectory(f"{target.shown}: is a directory")
@@ -232,7 +236,11 @@ class Workspace:
 
     def _read(self, target: _Target, offset_line: int, max_lines: int | None) -> str:
         windowed = offset_line > 0 or max_lines is not None
-        with _os_errors(target.shown), open(target.real, "rb") as f:
+        with _os_errors(target.shown):
+            f = _open_regular(target.real)
+        if f is None:
+            raise FileProblem(f"{target.shown}: not a regular file")
+        with _os_errors(target.shown), f:
             if _looks_binary(f.read(_SNIFF_BYTES)):
                 raise BinaryFile(f"{target.shown}: binary file, not shown")
             f.seek(0)
@@ -288,7 +296,8 @@ class Workspace:
             raise PathIsDirectory(f"{target.shown}: is a directory")
         if os.path.lexists(target.real) and not os.path.isfile(target.real):
             raise FileProblem(f"{target.shown}: not a regular file")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        # O_NONBLOCK: a FIFO swapped in after the check fails (ENXIO) instead of hanging
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         with _os_errors(target.shown):
             os.makedirs(os.path.dirname(target.real), exist_ok=True)
             with os.fdopen(os.open(target.real, flags, 0o666), "wb") as f:
@@ -355,7 +364,7 @@ class Workspace:
 
     def _grep_files(self, target: _Target, segs: _Parts | None) -> Iterator[tuple[str, str]]:
         if not os.path.isdir(target.real):
-            yield target.shown, target.real
+            yield self._require_file(target).shown, target.real
             return
 
         def wanted(parts: _Parts, *, prefix: bool) -> bool:
@@ -422,10 +431,21 @@ def _os_errors(shown: str) -> Iterator[None]:
         raise FileNotFound(f"{shown}: not found") from None
     except IsADirectoryError:
         raise PathIsDirectory(f"{shown}: is a directory") from None
+    except (FileExistsError, NotADirectoryError):
+        raise FileProblem(f"{shown}: a parent on the path is not a directory") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink swapped in after the check
             raise PathNotAccessible(_HIDDEN) from None
         raise FileProblem(f"{shown}: {exc.strerror or 'cannot be accessed'}") from None
+
+
+def _open_regular(real: str) -> BinaryIO | None:
+    """Open a regular file for reading, or None; never blocks on a FIFO or device."""
+    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return os.fdopen(fd, "rb")
 
 
 def _looks_binary(head: bytes) -> bool:
@@ -453,7 +473,10 @@ def _grep_file(real: str, shown: str, regex: re.Pattern[str], budget: int) -> li
     """Up to ``budget`` hits in one file; binary or unreadable files give none."""
     hits: list[str] = []
     try:
-        with open(real, "rb") as f:
+        opened = _open_regular(real)
+        if opened is None:
+            return hits
+        with opened as f:
             if _looks_binary(f.read(_SNIFF_BYTES)):
                 return hits
             f.seek(0)
