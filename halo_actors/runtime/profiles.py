@@ -7,13 +7,16 @@ overrides it. A broken file raises ``ProfileError`` naming the file and field.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 import msgspec
 
 from ..core.errors import ProfileError
 from ..core.ids import is_safe_segment
+from ..tools.registry import BUILTIN_TOOLS
 
 DEFAULT_TOOLS = (
     "shell_exec",
@@ -33,19 +36,26 @@ DEFAULT_TOOLS = (
 )
 
 
+# Bounds are checked when a profile file is loaded (msgspec checks ``Meta`` on convert).
+Positive = Annotated[int, msgspec.Meta(gt=0)]
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+Seconds = Annotated[float, msgspec.Meta(ge=0)]
+PositiveSeconds = Annotated[float, msgspec.Meta(gt=0)]
+
+
 class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    report_cap: int = 4_000
+    report_cap: NonNegative = 4_000
     """Characters of a child's output forwarded in a report."""
-    max_tokens: int = 200_000
+    max_tokens: Positive = 200_000
     """Context size of the model."""
-    compress_at: int = 150_000
+    compress_at: Positive = 150_000
     """Estimated tokens at which the conversation is compacted."""
-    max_steps: int = 50
+    max_steps: Positive = 50
     """Model calls one turn may make."""
-    max_parallel_tools: int = 8
-    shell_timeout: float | None = None
-    shell_output_cap: int = 64_000
-    kill_grace: float = 2.0
+    max_parallel_tools: Positive = 8
+    shell_timeout: PositiveSeconds | None = None
+    shell_output_cap: NonNegative = 64_000
+    kill_grace: Seconds = 2.0
 
 
 class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -93,9 +103,15 @@ def load_profile(path: Path) -> AgentProfile:
     if not is_safe_segment(name):
         raise ProfileError(f"{path.name}: the file name is not a safe agent name")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path.name}: cannot read the profile: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        near = _key_near(text, str(exc))
+        where = f" near `{near}`" if near else ""
+        raise ProfileError(f"{path.name}: broken TOML{where}: {exc}") from None
     data.setdefault("name", name)
     try:
         profile = msgspec.convert(data, AgentProfile)
@@ -103,4 +119,27 @@ def load_profile(path: Path) -> AgentProfile:
         raise ProfileError(f"{path.name}: {exc}") from None
     if profile.name != name:
         raise ProfileError(f"{path.name}: `name` must match the file name ({name!r})")
+    unknown = [tool for tool in profile.tools if tool not in BUILTIN_TOOLS]
+    if unknown:
+        raise ProfileError(
+            f"{path.name}: `tools` names unknown tool {unknown[0]!r}; "
+            f"built-in: {', '.join(BUILTIN_TOOLS)}"
+        )
     return profile
+
+
+_KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")
+_TABLE = re.compile(r"\s*\[+\s*([A-Za-z0-9_.-]+)\s*\]+")
+
+
+def _key_near(text: str, error: str) -> str | None:
+    """The dotted key on or above the line a TOML error names (the last one at end of file)."""
+    at = re.search(r"at line (\d+)", error)
+    lines = text.splitlines()[: int(at[1]) if at else None]
+    key = None
+    for line in reversed(lines):
+        if key is None and (found := _KEY.match(line)):
+            key = found[1]
+        elif key is not None and (table := _TABLE.match(line)):
+            return f"{table[1]}.{key}"
+    return key

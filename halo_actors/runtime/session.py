@@ -137,7 +137,9 @@ class SessionActor:
             if self.claim_run():
                 await self._append(queued)
                 return True
-            quiet = self.stopping or (self.state.is_compacting and not self.state.turn_open)
+            # Nothing to interrupt: a stop, or a compaction outside the turn loop (manual,
+            # or at turn end, where the turn is still open but its loop has returned).
+            quiet = self.stopping or (self.state.is_compacting and self._turn_scope is None)
             if quiet and mode == "soft":
                 await self._append(queued)
             else:

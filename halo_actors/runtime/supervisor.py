@@ -70,6 +70,8 @@ class Supervisor:
         self._children: dict[str, list[str]] = {}
         self._changed = trio.Event()
         """Set (and replaced) whenever a run starts or ends; waiters re-check their condition."""
+        self._run_tasks: dict[str, int] = {}
+        """Live run tasks per session: a run's task outlives the run by its report up the tree."""
 
     # --- lookup -----------------------------------------------------------------
 
@@ -205,7 +207,9 @@ class Supervisor:
         return await self.send(target, text, source=source, mode="hard")
 
     def _start_run(self, actor: SessionActor, compact_first: bool = False) -> None:
-        self._nursery.start_soon(self._run, actor, compact_first)
+        sid = actor.session_id
+        self._run_tasks[sid] = self._run_tasks.get(sid, 0) + 1
+        self._nursery.start_soon(self._run_task, actor, compact_first)
         self._notify()
 
     def _notify(self) -> None:
@@ -213,9 +217,20 @@ class Supervisor:
         self._changed = trio.Event()
 
     async def wait_idle(self, session_id: str) -> None:
-        """Until no run is active in ``session_id``'s subtree."""
-        while any(self.is_running(s) for s in self.subtree(session_id)):
+        """Until no run is active in ``session_id``'s subtree and none is still reporting
+        (a final report sent after its run ended starts the parent's next run)."""
+        while any(self.is_running(s) or s in self._run_tasks for s in self.subtree(session_id)):
             await self._changed.wait()
+
+    async def _run_task(self, actor: SessionActor, compact_first: bool) -> None:
+        try:
+            await self._run(actor, compact_first)
+        finally:
+            sid = actor.session_id
+            self._run_tasks[sid] -= 1
+            if not self._run_tasks[sid]:
+                del self._run_tasks[sid]
+            self._notify()
 
     # --- the run -----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TypeVar
+from typing import Annotated, TypeVar
 
 import msgspec
 import trio
@@ -48,10 +48,13 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolOutput:
     return ToolOutput(result.render(), is_error=result.timed_out)
 
 
+NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
 class ReadArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     path: str
-    offset: int = 0
-    limit: int | None = None
+    offset: NonNegative = 0
+    limit: NonNegative | None = None
 
 
 async def _read(ctx: ToolContext, args: ReadArgs) -> ToolOutput:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from ..errors import SubscriptionClosed, SubscriptionOverflow
+from ..errors import StoreClosed, SubscriptionClosed, SubscriptionOverflow
 from ..events import Record
 from ..ids import root_of
 from .filter import EventFilter
@@ -154,7 +154,10 @@ class Subscription:
     async def _iterate(self) -> AsyncIterator[Record]:
         flt = self._listener.filter
         while self.cursor < self._horizon:
-            page = await self._read_page(flt, self.cursor, self._horizon, CATCH_UP_PAGE)
+            try:
+                page = await self._read_page(flt, self.cursor, self._horizon, CATCH_UP_PAGE)
+            except StoreClosed:  # closed mid catch-up: end like any other subscription
+                raise SubscriptionClosed("the event log closed", self.cursor) from None
             for record in page:
                 self.cursor = record.seq
                 yield record

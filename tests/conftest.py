@@ -1,0 +1,51 @@
+"""Shared pytest fixtures. Each block is owned by the area named in its header."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+
+import pytest
+
+from halo_actors.core.log import DEFAULT_MAX_EVENT_BYTES, MemoryEventLog, SqliteEventLog
+
+# --- event log (core/log): every fixture here runs once per backend -------------
+
+AnyEventLog = MemoryEventLog | SqliteEventLog
+OpenEventLog = Callable[..., Awaitable[AnyEventLog]]
+"""``await open_event_log(max_event_bytes=…)``: a fresh, empty log of the backend under test."""
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def log_backend(request: pytest.FixtureRequest) -> str:
+    """The backend under test; a test that uses a log fixture runs once per backend."""
+    backend: str = request.param
+    return backend
+
+
+@pytest.fixture
+async def open_event_log(log_backend: str, tmp_path: Path) -> AsyncIterator[OpenEventLog]:
+    """A factory of fresh logs (each SQLite one in its own file); all closed after the test."""
+    opened: list[AnyEventLog] = []
+
+    async def open_(*, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> AnyEventLog:
+        log: AnyEventLog
+        if log_backend == "memory":
+            log = MemoryEventLog(max_event_bytes=max_event_bytes)
+        else:
+            path = tmp_path / f"log{len(opened)}" / ".halo" / "events.db"
+            log = await SqliteEventLog.open(path, max_event_bytes=max_event_bytes)
+        opened.append(log)
+        return log
+
+    try:
+        yield open_
+    finally:
+        for log in opened:
+            await log.aclose()
+
+
+@pytest.fixture
+async def event_log(open_event_log: OpenEventLog) -> AnyEventLog:
+    """An empty log of each backend with default options, closed after the test."""
+    return await open_event_log()

@@ -1,0 +1,186 @@
+"""What only the SQLite backend promises: a file that outlives the process, WAL,
+the configured ``synchronous`` level, and group commit. The shared contract is in
+``test_log_contract.py``."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from halo_actors.core.errors import StoreClosed
+from halo_actors.core.events import Record, TextStreamed
+from halo_actors.core.log import EventFilter, SqliteEventLog
+from halo_actors.core.log.sqlite import Synchronous
+
+BUDGET = 10.0
+
+
+def text(label: str) -> TextStreamed:
+    return TextStreamed(text=label)
+
+
+def labels(records: list[Record]) -> list[str]:
+    return [r.event.text for r in records if isinstance(r.event, TextStreamed)]
+
+
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "workspace" / ".halo" / "events.db"
+
+
+async def test_open_creates_the_halo_directory_and_file(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert db_path(tmp_path).is_file()
+            assert log.last_seq == 0
+        finally:
+            await log.aclose()
+
+
+async def test_reopening_keeps_records_and_continues_numbering(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        first = await log.append("a", text("one"), text("two"))
+        first += await log.append("a>b", text("three"))
+        await log.aclose()
+
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert log.last_seq == 3
+            assert await log.read() == first
+            assert await log.read(EventFilter(tree="a>b")) == first
+            (later,) = await log.append("a", text("four"))
+            assert later.seq == 4
+            assert later.ts >= first[-1].ts
+        finally:
+            await log.aclose()
+
+
+async def test_a_reopened_log_serves_catch_up_from_the_file(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        for i in range(5):
+            await log.append("a", text(f"old{i}"))
+        await log.aclose()
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            async with log.subscribe(after_seq=2) as subscription:
+                live = subscription.__aiter__()
+                got = [await anext(live) for _ in range(3)]
+                await log.append("a", text("new"))
+                got.append(await anext(live))
+            assert [r.seq for r in got] == [3, 4, 5, 6]
+            assert labels(got) == ["old2", "old3", "old4", "new"]
+        finally:
+            await log.aclose()
+
+
+async def test_the_file_is_in_wal_mode(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            await log.append("a", text("x"))
+            with sqlite3.connect(db_path(tmp_path)) as other:  # WAL is a property of the file
+                (mode,) = other.execute("PRAGMA journal_mode").fetchone()
+            assert mode == "wal"
+        finally:
+            await log.aclose()
+
+
+@pytest.mark.parametrize(("level", "value"), [("OFF", 0), ("NORMAL", 1), ("FULL", 2), ("EXTRA", 3)])
+async def test_the_synchronous_level_is_applied(
+    tmp_path: Path, level: Synchronous, value: int
+) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path), synchronous=level)
+        try:
+            # ``synchronous`` is per connection, so only the log's own connections can
+            # show it; both are made by the same helper, so the reader speaks for the writer.
+            reader = log._reader
+            assert reader is not None
+            (applied,) = reader.execute("PRAGMA synchronous").fetchone()
+            assert applied == value
+        finally:
+            await log.aclose()
+
+
+async def test_the_default_synchronous_level_is_normal(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert log._reader is not None
+            assert log._reader.execute("PRAGMA synchronous").fetchone() == (1,)
+        finally:
+            await log.aclose()
+
+
+async def test_concurrent_appends_are_group_committed(tmp_path: Path) -> None:
+    appends = 0
+
+    async def producer(p: int) -> None:
+        nonlocal appends
+        for i in range(10):
+            await log.append(f"p{p}", text(f"{p}.{i}"))
+            appends += 1
+
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            async with trio.open_nursery() as nursery:
+                for p in range(20):
+                    nursery.start_soon(producer, p)
+            assert appends == 200
+            assert [r.seq for r in await log.read()] == list(range(1, 201))
+            assert 0 < log.commits < appends
+        finally:
+            await log.aclose()
+
+
+async def test_close_commits_every_append_it_accepted(tmp_path: Path) -> None:
+    """Appends racing ``aclose``: each either raises StoreClosed or is durable."""
+    returned: list[str] = []
+    refused: list[str] = []
+
+    async def producer(p: int) -> None:
+        for i in range(1_000):
+            label = f"{p}.{i}"
+            try:
+                await log.append("a", text(label))
+            except StoreClosed:
+                refused.append(label)
+                return
+            returned.append(label)
+
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        async with trio.open_nursery() as nursery:
+            for p in range(8):
+                nursery.start_soon(producer, p)
+            await trio.testing.wait_all_tasks_blocked()  # every producer is mid-append
+            await log.aclose()
+        assert len(refused) == 8
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            stored = await log.read()
+            assert sorted(labels(stored)) == sorted(returned)
+            assert [r.seq for r in stored] == list(range(1, len(stored) + 1))
+        finally:
+            await log.aclose()
+
+
+async def test_two_files_are_two_independent_logs(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        one = await SqliteEventLog.open(tmp_path / "one" / "events.db")
+        two = await SqliteEventLog.open(tmp_path / "two" / "events.db")
+        try:
+            await one.append("a", text("in one"))
+            (record,) = await two.append("a", text("in two"))
+            assert record.seq == 1
+            assert labels(await one.read()) == ["in one"]
+        finally:
+            await one.aclose()
+            await two.aclose()
