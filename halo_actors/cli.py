@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from .fronts.http import cli as http_cli
 from .logging import configure_logging
 
 
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--workspace", help="workspace directory (default: a temporary one)")
     demo.add_argument("--json", action="store_true", help="print events as JSON lines")
     demo.add_argument("--plain", action="store_true", help="print plain lines (default)")
+    http_cli.add_commands(commands)
     return parser
 
 
@@ -31,4 +33,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .demo.tour import run_demo
 
         return run_demo(args.workspace, as_json=args.json)
+    if args.command in ("serve", "token"):
+        return http_cli.run(args)
     return 2

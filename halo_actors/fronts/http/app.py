@@ -1,0 +1,136 @@
+"""The Starlette app and the state its routes share (:class:`Front`).
+
+``build_app(front)`` mounts every route of ``docs/http.md`` plus ``/api/openapi.json``,
+CORS (any origin, the ``x-token``/``x-workspace``/``x-session-id``/``last-event-id``
+headers allowed) and the error handlers: ``ApiError`` and ``HaloError`` through the
+one table in ``errors``, Starlette's own 404/405 as JSON, anything else as
+``500 {"error": "internal error"}`` (logged with its traceback on stderr, never
+sent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import structlog
+import trio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import WebSocketRoute
+
+from ...agent.model import Model
+from ...core.errors import HaloError
+from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
+from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
+from .errors import INTERNAL, ApiError, error_body, error_response
+from .history import HistoryCache
+from .runtimes import Runtimes
+from .tokens import TokenCache, TokenStore
+
+log = structlog.get_logger("halo_actors.http")
+
+EXPOSED_HEADERS = ("x-token", "x-workspace", "x-session-id", "last-event-id", "content-type")
+
+
+@dataclass(frozen=True)
+class FrontSettings:
+    tokens: TokenStore
+    keepalive: float = 15.0
+    """Idle seconds before an SSE stream sends ``: keepalive``."""
+    coalesce: float = 0.002
+    """Seconds an SSE writer waits for more frames to share one write (0: only what is ready).
+    Fewer, larger writes let one server feed many more clients; it adds at most this
+    much latency."""
+    max_body_bytes: int = 4 << 20
+    subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER
+    """Records one stream's listener may hold before it overflows (and closes)."""
+    model: Model | None = None
+    """The model every runtime uses; None: the scripted demo agent."""
+    token_reload: float = 1.0
+
+
+@dataclass
+class Front:
+    """Shared by every route of one server."""
+
+    settings: FrontSettings
+    runtimes: Runtimes
+    draining: trio.Event = field(default_factory=trio.Event)
+    """Set when the server starts shutting down: open streams end cleanly."""
+    active: ActiveSessions = field(default_factory=ActiveSessions)
+    history: HistoryCache = field(default_factory=HistoryCache)
+    tokens: TokenCache = field(init=False)
+    open_streams: int = 0
+    """SSE responses and WebSockets in flight (a statistic for tests and shutdown)."""
+
+    def __post_init__(self) -> None:
+        self.tokens = TokenCache(self.settings.tokens, reload_every=self.settings.token_reload)
+
+    async def caller(self, request: Request) -> Caller:
+        return await authenticate(self.tokens, request.headers, request.query_params)
+
+    async def workspace(self, caller: Caller, raw: str | None) -> str:
+        if raw is None:
+            return caller.token.workspace
+        return await trio.to_thread.run_sync(resolve_workspace, caller, raw)
+
+    def stream_opened(self) -> None:
+        self.open_streams += 1
+
+    def stream_closed(self) -> None:
+        self.open_streams -= 1
+
+
+def front_of(request: Request) -> Front:
+    front = request.app.state.front
+    assert isinstance(front, Front)
+    return front
+
+
+async def _api_error(request: Request, exc: Exception) -> Response:
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    return error_body(exc.status_code, str(exc.detail).lower())
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.error("request_failed", path=request.url.path, exc_info=exc)
+    return JSONResponse({"error": INTERNAL}, status_code=500)
+
+
+def build_app(front: Front) -> Starlette:
+    from .openapi import openapi_route
+    from .routes import ROUTES
+    from .ws import push
+
+    routes = [*ROUTES, openapi_route(), WebSocketRoute("/api/web/ws", push)]
+    app = Starlette(
+        routes=routes,
+        middleware=[
+            Middleware(
+                CORSMiddleware,
+                allow_origins=["*"],
+                allow_methods=["GET", "POST", "OPTIONS"],
+                allow_headers=list(EXPOSED_HEADERS),
+                expose_headers=["content-type"],
+            )
+        ],
+        exception_handlers={
+            ApiError: _api_error,
+            HaloError: _api_error,
+            HTTPException: _http_error,
+            Exception: _internal,
+        },
+    )
+    app.state.front = front
+    return app
+
+
+__all__ = ["ApiError", "Front", "FrontSettings", "build_app", "front_of"]

@@ -1,0 +1,95 @@
+"""Request bodies and query parameters: typed, capped, strict.
+
+Bodies are JSON objects decoded into Structs that forbid unknown fields, so a typo
+(``sessionID``) is a 400 rather than a silently ignored override. A body is read
+in chunks, kept only up to the cap, and refused with 413 when it passes it. Decoding errors answer 400 with
+msgspec's message (it names the field, never echoes the input at length).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import msgspec
+from starlette.requests import Request
+
+from .errors import ApiError
+
+T = TypeVar("T")
+MAX_IMAGES = 16
+DRAIN_LIMIT = 64 << 20
+"""Bytes of an oversized body read and dropped before answering 413."""
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True, rename="camel", kw_only=True):
+    pass
+
+
+class ChatBody(_Body):
+    message: str
+    images: list[str] = msgspec.field(default_factory=list)
+    workspace: str | None = None
+    session_id: str | None = None
+    agent_id: str | None = None
+
+
+class StopBody(_Body):
+    workspace: str | None = None
+    session_id: str | None = None
+
+
+class MintBody(_Body):
+    workspace: str | None = None
+    agent_id: str | None = None
+
+
+async def read_body(request: Request, cap: int) -> bytes:
+    """The whole body, or 413 once it passes ``cap``.
+
+    An oversized body is still read (and dropped) up to :data:`DRAIN_LIMIT`, so a
+    client that sends it all before reading gets the 413 instead of a broken pipe;
+    past that limit the answer goes out at once.
+    """
+    declared = request.headers.get("content-length", "")
+    too_large = ApiError(413, f"request body too large (the limit is {cap} bytes)")
+    if declared.isdigit() and int(declared) > DRAIN_LIMIT:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > DRAIN_LIMIT:
+            break
+        if size <= cap:
+            chunks.append(chunk)
+    if size > cap:
+        raise too_large
+    return b"".join(chunks)
+
+
+async def parse_body(request: Request, kind: type[T], cap: int, *, optional: bool = False) -> T:
+    raw = await read_body(request, cap)
+    if not raw.strip() and optional:
+        raw = b"{}"
+    try:
+        return msgspec.json.decode(raw, type=kind)
+    except msgspec.ValidationError as exc:
+        raise ApiError(400, f"invalid request body: {exc}") from None
+    except msgspec.DecodeError:
+        raise ApiError(400, "invalid request body: not a JSON object") from None
+
+
+def check_chat(body: ChatBody) -> None:
+    if not body.message.strip() and not body.images:
+        raise ApiError(400, "message is empty")
+    if len(body.images) > MAX_IMAGES:
+        raise ApiError(400, f"too many images (at most {MAX_IMAGES})")
+
+
+def digits(value: str | None, name: str) -> int | None:
+    """A non-negative integer query parameter: digits only, empty means absent."""
+    if value is None or value == "":
+        return None
+    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+        raise ApiError(400, f"Invalid {name}")
+    return int(value)

@@ -1,0 +1,119 @@
+"""``python -m halo_actors serve`` and ``python -m halo_actors token create|list|revoke``.
+
+Parsing and wiring only. Starlette and Hypercorn are imported by ``serve`` alone,
+so the token commands work without the ``http`` extra. Token commands print
+human-readable lines, or one JSON document with ``--json``; errors go to stderr
+with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ...core.errors import InvalidInput
+from .tokens import ACCESS_LEVELS, HOME_ENV, TokenStore
+
+STATE_HELP = f"directory of the token file (default: ${HOME_ENV}, else ~/.halo_actors)"
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = commands.add_parser("serve", help="run the HTTP front (web channel, SSE, WebSocket)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=9527)
+    serve.add_argument(
+        "--workspace", action="append", default=[], help="open this workspace at start (repeatable)"
+    )
+    serve.add_argument("--state", help=STATE_HELP)
+    serve.add_argument("--keepalive", type=float, default=15.0, help="SSE keepalive seconds")
+
+    token = commands.add_parser("token", help="create, list or revoke access tokens")
+    actions = token.add_subparsers(dest="token_command", required=True)
+    create = actions.add_parser("create", help="create a token (its secret is shown once)")
+    create.add_argument("--account", required=True, help="account id: [A-Za-z0-9-]{1,64}")
+    create.add_argument("--access", choices=ACCESS_LEVELS, default="workspace")
+    create.add_argument("--workspace", required=True, help="the directory the token is bound to")
+    create.add_argument("--json", action="store_true")
+    create.add_argument("--state", help=STATE_HELP)
+    listing = actions.add_parser("list", help="list tokens (never their secrets)")
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--state", help=STATE_HELP)
+    revoke = actions.add_parser("revoke", help="revoke a token by its id or its full string")
+    revoke.add_argument("token_or_id")
+    revoke.add_argument("--state", help=STATE_HELP)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        return _serve(args)
+    store = TokenStore(args.state)
+    try:
+        if args.token_command == "create":
+            return _create(store, args)
+        if args.token_command == "list":
+            return _list(store, as_json=args.json)
+        return _revoke(store, args.token_or_id)
+    except InvalidInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _create(store: TokenStore, args: argparse.Namespace) -> int:
+    token = store.create(args.account, args.access, args.workspace)
+    info = store.find(token)
+    assert info is not None
+    if args.json:
+        out = {
+            "token": token,
+            "accountId": info.account_id,
+            "access": info.access,
+            "workspace": info.workspace,
+        }
+        print(json.dumps(out))
+    else:
+        print(token)
+        print(f"id {info.id} · account {info.account_id} · {info.access} · {info.workspace}")
+        print(f"stored hashed in {store.path}; the token is shown only now", file=sys.stderr)
+    return 0
+
+
+def _list(store: TokenStore, *, as_json: bool) -> int:
+    tokens = store.load()
+    if as_json:
+        print(json.dumps([t.public() for t in tokens]))
+        return 0
+    for t in tokens:
+        print(f"{t.id}  {t.account_id:<20} {t.access:<9} {t.workspace}")
+    return 0
+
+
+def _revoke(store: TokenStore, token_or_id: str) -> int:
+    gone = store.revoke(token_or_id)
+    if gone is None:
+        print("error: no such token", file=sys.stderr)
+        return 2
+    print(f"revoked {gone.id} ({gone.account_id})")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from .app import FrontSettings
+    from .server import serve_until_signalled
+
+    settings = FrontSettings(tokens=TokenStore(args.state), keepalive=args.keepalive)
+    if not settings.tokens.load():
+        print(
+            "warning: no tokens yet; create one with "
+            "`python -m halo_actors token create --account NAME --workspace DIR`",
+            file=sys.stderr,
+        )
+    workspaces = tuple(args.workspace)
+    trio.run(
+        lambda: serve_until_signalled(
+            settings, host=args.host, port=args.port, workspaces=workspaces
+        )
+    )
+    return 0

@@ -1,0 +1,190 @@
+"""Log records → client frames: the one projection SSE and the WebSocket push share.
+
+A frame is ``(id, payload)``: the payload is exactly the JSON object of
+``docs/http.md``; the id is the log sequence number of the record that produced
+it (or, for frames a route builds, the cursor the stream stands at).
+
+Rules:
+- only client kinds leave the server: ``user``, ``thinking``, ``stream``,
+  ``tool_call``, ``tool_result`` (result capped at 500 characters), ``error``,
+  ``complete``; internal facts and system rows are dropped;
+- ``MEDIA: <path>`` lines of streamed text become ``file`` frames, one line at a
+  time, even when the line arrives split across deltas (:class:`MediaFilter`);
+  the filter flushes at every ``complete``;
+- SSE (``push=False``): a batch-boundary ``complete`` is absorbed; the first
+  unmarked ``complete`` (or, failing one, the run's ``agent_done``) is terminal and
+  sets :attr:`Projector.done`. Push (``push=True``): every ``complete`` goes out
+  with its ``batchBoundary`` field and nothing is terminal.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import quote
+
+import msgspec
+
+from ...core.events import (
+    AgentDone,
+    ErrorRaised,
+    Record,
+    RoundStarted,
+    TextStreamed,
+    ThinkingStreamed,
+    ToolCalled,
+    ToolReturned,
+    TurnCompleted,
+)
+
+Payload = dict[str, object]
+Frame = tuple[int, Payload]
+RESULT_CAP = 500
+FILE_ROUTE = "/api/web/file"
+_MEDIA_LINE = re.compile(r"[ \t]*MEDIA:[ \t]*(\S(?:.*\S)?)[ \t]*\r?\n?")
+_MEDIA = "MEDIA:"
+_encoder = msgspec.json.Encoder()
+
+
+def session_frame(seq: int, session_id: str) -> Frame:
+    return seq, {"type": "session", "sessionId": session_id}
+
+
+def switch_frame(seq: int, session_id: str) -> Frame:
+    return seq, {"type": "switch", "sessionId": session_id}
+
+
+def queued_frame(seq: int) -> Frame:
+    return seq, {"type": "queued"}
+
+
+def complete_frame(seq: int) -> Frame:
+    return seq, {"type": "complete"}
+
+
+def text_frame(seq: int, text: str) -> Frame:
+    return seq, {"type": "stream", "text": text}
+
+
+def file_frame(seq: int, path: str) -> Frame:
+    return seq, {"type": "file", "path": path, "url": f"{FILE_ROUTE}?path={quote(path)}"}
+
+
+def encode_sse(frame: Frame) -> bytes:
+    seq, payload = frame
+    return b"id: %d\ndata: %s\n\n" % (seq, _encoder.encode(payload))
+
+
+def encode_push(frame: Frame) -> str:
+    seq, payload = frame
+    return _encoder.encode({**payload, "seq": seq}).decode()
+
+
+class MediaFilter:
+    """Strips ``MEDIA: <path>`` lines from streamed text, one line at a time.
+
+    Text is held back only while the current (unfinished) line could still turn
+    out to be a ``MEDIA:`` line; everything else passes through at once.
+    """
+
+    def __init__(self) -> None:
+        self.pending = ""
+
+    def feed(self, text: str) -> list[tuple[str, str]]:
+        """``[("text", s) | ("file", path), …]`` for this delta."""
+        self.pending += text
+        out: list[tuple[str, str]] = []
+        while (cut := self.pending.find("\n")) >= 0:
+            line, self.pending = self.pending[: cut + 1], self.pending[cut + 1 :]
+            self._line(line, out)
+        if self.pending and not _could_be_media(self.pending):
+            _add_text(out, self.pending)
+            self.pending = ""
+        return out
+
+    def flush(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        if self.pending:
+            self._line(self.pending, out)
+            self.pending = ""
+        return out
+
+    @staticmethod
+    def _line(line: str, out: list[tuple[str, str]]) -> None:
+        found = _MEDIA_LINE.fullmatch(line)
+        if found is not None:
+            out.append(("file", found.group(1)))
+        else:
+            _add_text(out, line)
+
+
+def _could_be_media(partial: str) -> bool:
+    head = partial.lstrip(" \t")
+    return _MEDIA.startswith(head) or head.startswith(_MEDIA)
+
+
+def _add_text(out: list[tuple[str, str]], text: str) -> None:
+    if out and out[-1][0] == "text":
+        out[-1] = ("text", out[-1][1] + text)
+    else:
+        out.append(("text", text))
+
+
+def strip_media(text: str) -> str:
+    """The text a stream shows for a whole logged reply (history readers use the same rule)."""
+    media = MediaFilter()
+    parts = [*media.feed(text), *media.flush()]
+    return "".join(s for kind, s in parts if kind == "text")
+
+
+class Projector:
+    """Stateful projection of one session's records (in seq order) into frames."""
+
+    def __init__(self, *, push: bool = False, media: MediaFilter | None = None) -> None:
+        self.push = push
+        self.media = media or MediaFilter()
+        self.done = False
+
+    def project(self, record: Record) -> list[Frame]:
+        if self.done:
+            return []
+        seq = record.seq
+        match record.event:
+            case TextStreamed(text=text):
+                return self._pieces(seq, self.media.feed(text))
+            case RoundStarted(text=text):
+                return [(seq, {"type": "user", "text": text})]
+            case ThinkingStreamed(text=text):
+                return [(seq, {"type": "thinking", "text": text})]
+            case ToolCalled() as e:
+                payload: Payload = {"type": "tool_call", "toolName": e.tool_name}
+                payload |= {"toolUseId": e.tool_use_id, "toolInput": e.tool_input}
+                return [(seq, payload)]
+            case ToolReturned() as e:
+                shown = e.ui_result if e.ui_result is not None else e.result
+                payload = {"type": "tool_result", "toolName": e.tool_name}
+                payload |= {"toolUseId": e.tool_use_id, "result": shown[:RESULT_CAP]}
+                return [(seq, payload)]
+            case ErrorRaised(error=error):
+                return [(seq, {"type": "error", "error": error})]
+            case TurnCompleted(batch_boundary=boundary):
+                return self._complete(seq, boundary)
+            case AgentDone() if not self.push:
+                return self._complete(seq, False)
+            case _:
+                return []
+
+    def _complete(self, seq: int, boundary: bool) -> list[Frame]:
+        frames = self._pieces(seq, self.media.flush())
+        if self.push:
+            frames.append((seq, {"type": "complete", "batchBoundary": boundary}))
+        elif not boundary:
+            frames.append(complete_frame(seq))
+            self.done = True
+        return frames
+
+    @staticmethod
+    def _pieces(seq: int, pieces: list[tuple[str, str]]) -> list[Frame]:
+        return [
+            text_frame(seq, value) if kind == "text" else file_frame(seq, value)
+            for kind, value in pieces
+        ]

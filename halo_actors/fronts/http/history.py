@@ -1,0 +1,140 @@
+"""``/api/web/history``: a session's person-facing history, projected from its log.
+
+Rows, in log order (``id`` is the row's log seq, ``timestamp`` its server time, ms):
+
+- ``{"role": "user", "text"}`` for each input round (``images`` when it had some)
+  and for a mailbox a stop folded into the conversation;
+- ``{"role": "assistant", "text", "contentBlocks": [...]}`` for each model
+  response; blocks in order: ``{"type": "thinking", "text"}``, ``{"type": "text",
+  "text"}``, ``{"type": "tool_use", "toolUseId", "toolName", "input", "output",
+  "isError"}`` (``output`` is null until the result is logged; a result attaches to
+  the block with its id, else to the first block still waiting);
+- ``{"role": "error", "text"}`` for each error a turn raised.
+
+The text keeps ``MEDIA:`` lines as logged (readers strip them like the stream
+does). Only the addressed session's own records count: sub-session rows never
+appear. ``since`` keeps rows with ``timestamp >= since``, filtered before encoding.
+
+:class:`HistoryCache` keeps one incremental fold per recently read session (LRU,
+``capacity`` entries), reading only the records logged since its last read; a
+per-entry lock keeps two concurrent readers from folding the same records twice.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import trio
+
+from ...core.conversation import TextBlock, ThinkingBlock, ToolUseBlock
+from ...core.events import (
+    AssistantReplied,
+    ErrorRaised,
+    MailboxFolded,
+    Record,
+    RoundStarted,
+    ToolReturned,
+)
+from ...core.log import EventFilter
+from ...runtime.supervisor import Supervisor
+
+Row = dict[str, object]
+HISTORY_KINDS = frozenset({"user", "assistant", "tool_result", "error", "mailbox_folded"})
+
+
+@dataclass
+class HistoryFold:
+    rows: list[Row] = field(default_factory=list)
+    pending: list[dict[str, object]] = field(default_factory=list)
+    """tool_use blocks still waiting for their result, in call order."""
+
+    def apply(self, record: Record) -> None:
+        base: Row = {"id": record.seq, "timestamp": record.ts}
+        match record.event:
+            case RoundStarted(text=text, images=images):
+                row = {**base, "role": "user", "text": text}
+                self.rows.append(row | {"images": list(images)} if images else row)
+            case MailboxFolded(text=text):
+                self.rows.append({**base, "role": "user", "text": text})
+            case AssistantReplied(content=content):
+                blocks = [self._block(b) for b in content]
+                text = "".join(b.text for b in content if isinstance(b, TextBlock))
+                self.rows.append(
+                    {**base, "role": "assistant", "text": text, "contentBlocks": blocks}
+                )
+            case ToolReturned() as e:
+                self._result(e)
+            case ErrorRaised(error=error):
+                self.rows.append({**base, "role": "error", "text": error})
+            case _:
+                pass
+
+    def _block(self, block: object) -> dict[str, object]:
+        if isinstance(block, ThinkingBlock):
+            return {"type": "thinking", "text": block.text}
+        if isinstance(block, ToolUseBlock):
+            use: dict[str, object] = {"type": "tool_use", "toolUseId": block.id}
+            use |= {"toolName": block.name, "input": block.input, "output": None}
+            use["isError"] = False
+            self.pending.append(use)
+            return use
+        if isinstance(block, TextBlock):
+            return {"type": "text", "text": block.text}
+        return {"type": "image"}
+
+    def _result(self, e: ToolReturned) -> None:
+        by_id = [u for u in self.pending if e.tool_use_id and u["toolUseId"] == e.tool_use_id]
+        target = next(iter(by_id or self.pending), None)
+        if target is None:
+            return
+        target["output"] = e.ui_result if e.ui_result is not None else e.result
+        target["isError"] = e.is_error
+        self.pending.remove(target)
+
+    def since(self, since: int | None) -> list[Row]:
+        if since is None:
+            return list(self.rows)
+        return [r for r in self.rows if _timestamp(r) >= since]
+
+
+def _timestamp(row: Row) -> int:
+    ts = row["timestamp"]
+    assert isinstance(ts, int)
+    return ts
+
+
+@dataclass
+class _Entry:
+    fold: HistoryFold = field(default_factory=HistoryFold)
+    cursor: int = 0
+    created_ts: int = 0
+    """Of the session this fold is about (a deleted and re-created id starts over)."""
+    lock: trio.Lock = field(default_factory=trio.Lock)
+
+
+class HistoryCache:
+    def __init__(self, capacity: int = 512) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
+
+    async def rows(self, sup: Supervisor, session_id: str, since: int | None) -> list[Row]:
+        """The session's rows (it must exist), folded up to its latest applied record."""
+        key = (str(sup.workspace.root), session_id)
+        state = sup.state(session_id)
+        entry = self._entries.get(key)
+        if entry is None or entry.created_ts != state.created_ts:
+            entry = self._entries[key] = _Entry(created_ts=state.created_ts)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
+        self._entries.move_to_end(key)
+        if entry.cursor >= state.last_seq and not entry.lock.locked():
+            return entry.fold.since(since)  # nothing new: no lock, no checkpoint
+        async with entry.lock:
+            last = sup.state(session_id).last_seq
+            if entry.cursor < last:
+                flt = EventFilter(session_id=session_id, kinds=HISTORY_KINDS)
+                for record in await sup.log.read(flt, after_seq=entry.cursor, until_seq=last):
+                    entry.fold.apply(record)
+                entry.cursor = last
+            return entry.fold.since(since)

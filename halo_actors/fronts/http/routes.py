@@ -1,0 +1,209 @@
+"""The web channel's HTTP routes (``docs/http.md``); the WebSocket lives in ``ws``.
+
+Each route checks, in this order: token (401), body (400/413), workspace override
+(403/400), session id (400 unsafe, 403 not owned), access level (403 for a read-only
+token on a writing route). Only then does it touch a runtime. Read routes never
+create a workspace's ``.halo/``.
+"""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+import msgspec
+import trio
+from starlette.requests import Request
+from starlette.responses import FileResponse, Response
+from starlette.routing import Route
+
+from ...runtime.supervisor import Supervisor
+from ...tools.files import Workspace
+from .addressing import Caller, check_session_id, own_roots, pick
+from .app import Front, front_of
+from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body
+from .commands import command_stream, parse_command
+from .errors import SESSION_NOT_FOUND, ApiError
+from .frames import Frame, complete_frame, session_frame
+from .sse import EventStream, StreamPlan
+from .streams import ChatPlan, FixedPlan, SubscribePlan, is_busy
+
+PAGE_SIZE = 50
+FILE_HEADERS = {"x-content-type-options": "nosniff", "content-security-policy": "sandbox"}
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _json(body: object) -> Response:
+    """A JSON answer encoded by msgspec (several times faster than ``json.dumps``)."""
+    return Response(_encoder.encode(body), media_type="application/json")
+
+
+def stream(front: Front, plan: StreamPlan) -> EventStream:
+    front.stream_opened()
+    return EventStream(
+        plan,
+        keepalive=front.settings.keepalive,
+        coalesce=front.settings.coalesce,
+        draining=front.draining,
+        on_close=front.stream_closed,
+    )
+
+
+async def _address(
+    front: Front, request: Request, caller: Caller, ws_raw: str | None, sid_raw: str | None
+) -> tuple[str, str | None]:
+    """(workspace, explicit session id or None), overrides checked."""
+    q, h = request.query_params, request.headers
+    workspace = await front.workspace(caller, pick(ws_raw, q, h, "workspace", "x-workspace"))
+    explicit = pick(sid_raw, q, h, "sessionId", "x-session-id")
+    return workspace, check_session_id(caller, explicit) if explicit is not None else None
+
+
+async def chat(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    body = await parse_body(request, ChatBody, front.settings.max_body_bytes)
+    check_chat(body)
+    workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
+    caller.require_write()
+    sup = await front.runtimes.get(workspace)
+    assert sup is not None
+    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    command = parse_command(body.message)
+    if command is not None:
+        plan = await command_stream(front, caller, sup, workspace, session_id, command)
+        return stream(front, plan)
+    plan = ChatPlan(
+        sup,
+        session_id,
+        body.message,
+        tuple(body.images),
+        body.agent_id,
+        front.settings.subscriber_buffer,
+    )
+    return stream(front, plan)
+
+
+async def mint_session(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    body = await parse_body(request, MintBody, front.settings.max_body_bytes, optional=True)
+    workspace, _ = await _address(front, request, caller, body.workspace, None)
+    caller.require_write()
+    sup = await front.runtimes.get(workspace)
+    assert sup is not None
+    session_id = await sup.create_session(
+        namespace=caller.namespace, agent_id=body.agent_id or "default"
+    )
+    return _json({"sessionId": session_id})
+
+
+async def list_sessions(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    cursor = digits(request.query_params.get("cursor"), "cursor")
+    workspace, _ = await _address(front, request, caller, None, None)
+    sup = await front.runtimes.get(workspace, create=False)
+    rows = _page(sup, caller, cursor, PAGE_SIZE + 1) if sup is not None else []
+    more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
+    next_cursor = rows[-1]["updatedAt"] if more else None
+    return _json({"workspace": workspace, "sessions": rows, "nextCursor": next_cursor})
+
+
+def _page(
+    sup: Supervisor, caller: Caller, cursor: int | None, size: int
+) -> list[dict[str, object]]:
+    roots = sorted(own_roots(sup, caller), key=lambda r: (r[1], r[0]), reverse=True)
+    rows: list[dict[str, object]] = []
+    for session_id, updated in roots:
+        if cursor is not None and updated >= cursor:
+            continue
+        state = sup.state(session_id)
+        title = state.title or state.description or None
+        rows.append({"sessionId": session_id, "title": title, "updatedAt": updated})
+        if len(rows) == size:
+            break
+    return rows
+
+
+async def stop(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    body = await parse_body(request, StopBody, front.settings.max_body_bytes, optional=True)
+    workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
+    caller.require_write()
+    sup = await front.runtimes.get(workspace, create=False)
+    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is None or not sup.exists(session_id):
+        return _json({"stopped": False})
+    return _json({"stopped": await sup.stop(session_id)})
+
+
+async def history(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    since = digits(request.query_params.get("since"), "since")
+    workspace, explicit = await _address(front, request, caller, None, None)
+    sup = await front.runtimes.get(workspace, create=False)
+    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is None or not sup.exists(session_id):
+        if explicit is not None:
+            raise ApiError(404, SESSION_NOT_FOUND)
+        return _json({"sessionId": session_id, "messages": [], "running": False})
+    rows = await front.history.rows(sup, session_id, since)
+    running = is_busy(sup, session_id)
+    return _json({"sessionId": session_id, "messages": rows, "running": running})
+
+
+async def subscribe(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
+    after = digits(resume, "lastEventId")
+    workspace, explicit = await _address(front, request, caller, None, None)
+    sup = await front.runtimes.get(workspace, create=False)
+    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is None or not sup.exists(session_id):
+        if explicit is not None:
+            raise ApiError(404, SESSION_NOT_FOUND)
+        cursor = sup.log.last_seq if sup is not None else 0
+
+        async def idle(_: AsyncExitStack) -> list[Frame]:
+            return [session_frame(cursor, session_id), complete_frame(cursor)]
+
+        return stream(front, FixedPlan(idle))
+    buffer = front.settings.subscriber_buffer
+    return stream(front, SubscribePlan(sup, session_id, after, buffer))
+
+
+async def serve_file(request: Request) -> Response:
+    front = front_of(request)
+    caller = await front.caller(request)
+    rel = request.query_params.get("path", "")
+    if not rel:
+        raise ApiError(400, "path is required")
+    workspace, _ = await _address(front, request, caller, None, None)
+    real = await _resolve(workspace, rel)
+    name = real.rsplit("/", 1)[-1]
+    return FileResponse(
+        real, headers=FILE_HEADERS, filename=name, content_disposition_type="inline"
+    )
+
+
+async def _resolve(workspace: str, rel: str) -> str:
+    def resolve() -> str:
+        return str(Workspace(workspace).resolve_for_serving(rel))
+
+    return await trio.to_thread.run_sync(resolve)
+
+
+ROUTES = [
+    Route("/api/web/chat", chat, methods=["POST"]),
+    Route("/api/web/sessions", mint_session, methods=["POST"]),
+    Route("/api/web/sessions", list_sessions, methods=["GET"]),
+    Route("/api/web/stop", stop, methods=["POST"]),
+    Route("/api/web/history", history, methods=["GET"]),
+    Route("/api/web/subscribe", subscribe, methods=["GET"]),
+    Route("/api/web/file", serve_file, methods=["GET"]),
+]

@@ -1,0 +1,80 @@
+"""One runtime per workspace, opened on demand inside the server's nursery.
+
+A workspace's runtime (its SQLite log under ``<workspace>/.halo/`` and its
+supervisor) is opened the first time a request needs it and stays open until the
+server shuts down; :meth:`Runtimes.aclose` closes all of them (their running turns
+are closed with a terminal event by the supervisor).
+
+Invariants:
+- at most one runtime per workspace: callers name a workspace by its realpath
+  (tokens store realpaths, overrides are resolved); opens are serialised by one lock;
+- ``get(..., create=False)`` never creates ``.halo/``: a workspace without an event
+  log answers ``None`` (read routes treat it as "no sessions");
+- every runtime's task lives in the nursery handed to the constructor.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import structlog
+import trio
+
+from ...agent.model import Model
+from ...runtime.embed import log_path, open_runtime
+from ...runtime.supervisor import Supervisor
+
+log = structlog.get_logger("halo_actors.http")
+
+
+class Runtimes:
+    def __init__(self, nursery: trio.Nursery, *, model: Model | None = None) -> None:
+        self._nursery = nursery
+        self._model = model
+        self._open: dict[str, Supervisor] = {}
+        self._lock = trio.Lock()
+        self._closing = trio.Event()
+        self._closed = trio.Event()
+        self._hosted = 0
+
+    def opened(self) -> dict[str, Supervisor]:
+        """The runtimes open now, by workspace realpath."""
+        return dict(self._open)
+
+    async def get(self, workspace: str | Path, *, create: bool = True) -> Supervisor | None:
+        key = os.fspath(workspace)
+        found = self._open.get(key)
+        if found is not None:
+            return found
+        if not create and not await trio.to_thread.run_sync(log_path(key).exists):
+            return None
+        async with self._lock:
+            if key not in self._open:
+                if self._closing.is_set():
+                    raise trio.ClosedResourceError("the server is shutting down")
+                self._open[key] = await self._nursery.start(self._host, key)
+            return self._open[key]
+
+    async def _host(
+        self, workspace: str, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self._hosted += 1
+        try:
+            async with open_runtime(workspace, model=self._model) as supervisor:
+                log.info("runtime_opened", workspace=workspace)
+                task_status.started(supervisor)
+                await self._closing.wait()
+        finally:
+            self._open.pop(workspace, None)
+            self._hosted -= 1
+            if self._hosted == 0 and self._closing.is_set():
+                self._closed.set()
+
+    async def aclose(self) -> None:
+        """Close every runtime and wait until all are closed."""
+        self._closing.set()
+        async with self._lock:
+            if self._hosted == 0:
+                return
+        await self._closed.wait()

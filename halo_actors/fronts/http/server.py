@@ -1,0 +1,112 @@
+"""Run the HTTP front: hypercorn's trio worker inside a nursery we own.
+
+:func:`open_server` is the one entry point (the CLI's ``serve``, the tests and the
+benchmark all use it). Shutdown, in order, when the block exits:
+
+1. ``front.draining`` is set: every SSE stream ends cleanly (final chunk sent) and
+   every WebSocket closes with 1001, releasing their listeners;
+2. hypercorn's shutdown trigger fires: it stops accepting, closes idle
+   keep-alive connections and waits up to ``graceful_timeout`` for requests in
+   flight;
+3. every workspace runtime closes (running turns get their terminal events).
+
+No task outlives the block and the listening socket is closed when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import cast
+
+import structlog
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from hypercorn.typing import ASGIFramework
+
+from .app import Front, FrontSettings, build_app
+from .runtimes import Runtimes
+
+log = structlog.get_logger("halo_actors.http")
+
+
+@dataclass
+class RunningServer:
+    front: Front
+    binds: list[str]
+    """What hypercorn listens on, e.g. ``["http://127.0.0.1:9527"]``."""
+
+    @property
+    def url(self) -> str:
+        return self.binds[0]
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+def hypercorn_config(host: str, port: int, *, graceful_timeout: float = 3.0) -> Config:
+    config = Config()
+    config.bind = [f"{host}:{port}"]
+    config.accesslog = None
+    config.graceful_timeout = graceful_timeout
+    config.include_server_header = False
+    config.backlog = 1024  # hypercorn's 100 drops SYNs when hundreds of SSE clients attach at once
+    return config
+
+
+@asynccontextmanager
+async def open_server(
+    settings: FrontSettings,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    workspaces: tuple[str | Path, ...] = (),
+    graceful_timeout: float = 3.0,
+) -> AsyncIterator[RunningServer]:
+    """Serve until the block exits; ``workspaces`` are opened up front (others on demand)."""
+    async with trio.open_nursery() as runtime_nursery:
+        runtimes = Runtimes(runtime_nursery, model=settings.model)
+        front = Front(settings, runtimes)
+        try:
+            for workspace in workspaces:
+                await runtimes.get(await trio.to_thread.run_sync(os.path.realpath, workspace))
+            async with trio.open_nursery() as server_nursery:
+                stop = trio.Event()
+
+                async def shutdown_trigger() -> None:
+                    await stop.wait()
+
+                config = hypercorn_config(host, port, graceful_timeout=graceful_timeout)
+                app = cast(ASGIFramework, build_app(front))
+                binds: list[str] = await server_nursery.start(
+                    partial(serve, app, config, shutdown_trigger=shutdown_trigger)
+                )
+                log.info("http_listening", binds=binds)
+                try:
+                    yield RunningServer(front, binds)
+                finally:
+                    front.draining.set()
+                    stop.set()
+        finally:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + 10):
+                await runtimes.aclose()
+
+
+async def serve_until_signalled(
+    settings: FrontSettings, *, host: str, port: int, workspaces: tuple[str | Path, ...]
+) -> None:
+    """The CLI's ``serve``: run until SIGINT or SIGTERM, then shut down cleanly."""
+    import signal
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_server(settings, host=host, port=port, workspaces=workspaces) as server:
+            print(f"halo_actors http front listening on {server.url}", flush=True)
+            async for signum in signals:
+                log.info("http_shutdown", signal=signal.Signals(signum).name)
+                break

@@ -1,0 +1,207 @@
+"""The stream plans behind ``/chat``, ``/subscribe`` and the slash commands.
+
+Every plan registers its log subscription (the listener) in ``open`` **before** it
+sends a message or checks idleness, so nothing that happens after the check can be
+missed; the subscription lives in the response's exit stack, so it is released on
+every exit. Frame ids come from the log (``frames``); resuming after an id replays
+exactly what followed it (the subscription's catch-up), with the ``MEDIA:`` line
+filter rebuilt as it stood at that id (:func:`media_state_at`).
+
+Idleness (``/subscribe``, ``running`` in history): a session is busy while a turn is
+open or while its run has another round to go; a compaction with nothing queued, or a
+run whose terminal ``complete`` is already out, counts as idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+import trio
+
+from ...core.errors import SubscriptionClosed
+from ...core.events import Record, TextStreamed, TurnCompleted
+from ...core.log import EventFilter, EventLog, Subscription
+from ...runtime.supervisor import Supervisor
+from .frames import Frame, MediaFilter, Projector, complete_frame, queued_frame, session_frame
+
+CATCH_UP_PAGE = 1_000
+
+
+def is_busy(sup: Supervisor, session_id: str) -> bool:
+    """A turn is open, or the run has more rounds to go (queued messages, a resume kick).
+
+    A run that is only finishing (its terminal ``complete`` is out) or only compacting
+    with nothing queued counts as idle.
+    """
+    if not sup.exists(session_id):
+        return False
+    state = sup.state(session_id)
+    if state.turn_open:
+        return True
+    return sup.is_running(session_id) and (bool(state.mailbox) or state.self_kick)
+
+
+async def media_state_at(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
+    """The ``MEDIA:`` filter as a stream of this session stood right after ``seq``."""
+    media = MediaFilter()
+    if not sup.exists(session_id):
+        return media
+    starts = [u.seq for u in sup.state(session_id).ui if u.kind == "user" and 0 < u.seq <= seq]
+    if not starts:
+        return media
+    flt = EventFilter(session_id=session_id, kinds=frozenset({"stream", "complete"}))
+    for record in await sup.log.read(flt, after_seq=starts[-1], until_seq=seq):
+        if isinstance(record.event, TextStreamed):
+            media.feed(record.event.text)
+        elif isinstance(record.event, TurnCompleted):
+            media = MediaFilter()
+    return media
+
+
+async def subscribe(
+    stack: AsyncExitStack, log: EventLog, session_id: str, after_seq: int | None, buffer: int
+) -> Subscription:
+    """Register the listener now (no checkpoint between registration and the horizon)."""
+    cursor = log.last_seq if after_seq is None else after_seq
+    flt = EventFilter(session_id=session_id)
+    return await stack.enter_async_context(log.subscribe(flt, cursor, buffer_size=buffer))
+
+
+async def pump_subscription(
+    sub: Subscription, projector: Projector, out: trio.MemorySendChannel[Frame]
+) -> None:
+    """Frames from the live subscription until the projector is done.
+
+    An overflow (or the log closing) ends the stream without a ``complete``: the
+    client resumes with ``Last-Event-ID`` and misses nothing.
+    """
+    try:
+        async for record in sub:
+            for frame in projector.project(record):
+                await out.send(frame)
+            if projector.done:
+                return
+    except SubscriptionClosed:  # SubscriptionOverflow included
+        return
+
+
+@dataclass
+class FixedPlan:
+    """A stream whose frames are all known when it opens (slash commands, ``queued``)."""
+
+    make: Callable[[AsyncExitStack], Awaitable[list[Frame]]]
+
+    async def open(self, stack: AsyncExitStack) -> list[Frame]:
+        return await self.make(stack)
+
+    async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
+        return None
+
+
+@dataclass
+class ChatPlan:
+    """Send a message; stream its run to the terminal ``complete``, or answer ``queued``."""
+
+    sup: Supervisor
+    session_id: str
+    message: str
+    images: tuple[str, ...]
+    agent_id: str | None
+    buffer: int
+    _sub: Subscription | None = field(default=None, init=False)
+    _projector: Projector = field(default_factory=Projector, init=False)
+
+    async def open(self, stack: AsyncExitStack) -> list[Frame]:
+        sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
+        first = [session_frame(sub.cursor, self.session_id)]
+        if not self.sup.exists(self.session_id):
+            await self.sup.create_session(self.session_id, agent_id=self.agent_id or "default")
+        delivery = await self.sup.send(self.session_id, self.message, images=self.images)
+        if delivery == "queued":
+            return [*first, queued_frame(self.sup.log.last_seq)]
+        self._sub = sub
+        return first
+
+    async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
+        if self._sub is not None:
+            await pump_subscription(self._sub, self._projector, out)
+
+
+@dataclass
+class SubscribePlan:
+    """Reattach to a session: stream to the terminal ``complete``, or one ``complete`` if idle.
+
+    ``after_seq`` (``Last-Event-ID``) makes it a resume: the frames after that id come
+    first, straight from the log; an idle session then ends at the first terminal
+    ``complete`` among them, or with one ``complete`` when they hold none. The same
+    holds without a resume id for a run that ended between the listener's
+    registration and the idle check: its frames come from the log, to its ``complete``.
+    """
+
+    sup: Supervisor
+    session_id: str
+    after_seq: int | None
+    buffer: int
+    _sub: Subscription | None = field(default=None, init=False)
+    _projector: Projector = field(default_factory=Projector, init=False)
+    _idle_until: int | None = field(default=None, init=False)
+
+    async def open(self, stack: AsyncExitStack) -> list[Frame]:
+        sub = await subscribe(stack, self.sup.log, self.session_id, self.after_seq, self.buffer)
+        self._sub = sub
+        self._projector.media = await media_state_at(self.sup, self.session_id, sub.cursor)
+        if not is_busy(self.sup, self.session_id):
+            # Everything logged up to now is stored: a turn that ended after the listener
+            # registered is replayed to its own ``complete``.
+            self._idle_until = self.sup.log.last_seq
+        return [session_frame(sub.cursor, self.session_id)]
+
+    async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
+        assert self._sub is not None, "open() runs first"
+        if self._idle_until is None:
+            await pump_subscription(self._sub, self._projector, out)
+            return
+        for record in await self._stored(self._sub.cursor, self._idle_until):
+            for frame in self._projector.project(record):
+                await out.send(frame)
+            if self._projector.done:
+                return
+        await out.send(complete_frame(self._idle_until))
+
+    async def _stored(self, after: int, until: int) -> list[Record]:
+        flt = EventFilter(session_id=self.session_id)
+        out: list[Record] = []
+        while after < until:
+            page = await self.sup.log.read(
+                flt, after_seq=after, until_seq=until, limit=CATCH_UP_PAGE
+            )
+            out.extend(page)
+            if len(page) < CATCH_UP_PAGE:
+                break
+            after = page[-1].seq
+        return out
+
+
+@dataclass
+class RunPlan:
+    """Follow a run started by a command (``/compact``) to its end."""
+
+    sup: Supervisor
+    session_id: str
+    start: Callable[[], Awaitable[str]]
+    buffer: int
+    _sub: Subscription | None = field(default=None, init=False)
+
+    async def open(self, stack: AsyncExitStack) -> list[Frame]:
+        sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
+        first = [session_frame(sub.cursor, self.session_id)]
+        if await self.start() == "queued":
+            return [*first, queued_frame(self.sup.log.last_seq)]
+        self._sub = sub
+        return first
+
+    async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
+        if self._sub is not None:
+            await pump_subscription(self._sub, Projector(), out)

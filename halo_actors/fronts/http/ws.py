@@ -1,0 +1,103 @@
+"""``/api/web/ws``: the WebSocket push channel for block-oriented consumers.
+
+Same token and addressing rules as the SSE routes (token, ``workspace``,
+``sessionId`` from the query string or headers; ``lastEventId`` to resume). A
+refused handshake gets the same JSON error body and status as HTTP, sent as the
+WebSocket denial response. After ``accept`` the server sends, as JSON text
+messages: a ``session`` frame, then every client frame of the session with its
+``seq``, including ``complete`` frames **with** ``batchBoundary`` (present even
+when false). The channel does not end at a ``complete``; it ends when the client
+closes (any code, 1006 included), when the listener overflows (close 1013 with the
+cursor to resume after), or when the server drains (close 1001). Inbound messages
+are ignored.
+"""
+
+from __future__ import annotations
+
+import structlog
+import trio
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ...core.errors import HaloError, SubscriptionClosed, SubscriptionOverflow
+from ...core.log import EventFilter, Subscription
+from .addressing import authenticate, check_session_id, pick
+from .app import Front
+from .body import digits
+from .errors import ApiError, error_response
+from .frames import Projector, encode_push, session_frame
+from .streams import media_state_at
+
+log = structlog.get_logger("halo_actors.http")
+CLOSE_GOING_AWAY = 1001
+CLOSE_TRY_AGAIN = 1013
+
+
+async def push(websocket: WebSocket) -> None:
+    front = websocket.app.state.front
+    assert isinstance(front, Front)
+    try:
+        target = await _target(front, websocket)
+    except (ApiError, HaloError) as exc:
+        await websocket.send_denial_response(error_response(exc))
+        return
+    workspace, session_id, after = target
+    sup = await front.runtimes.get(workspace)
+    assert sup is not None
+    flt = EventFilter(session_id=session_id)
+    cursor = sup.log.last_seq if after is None else after
+    front.stream_opened()
+    try:
+        buffer = front.settings.subscriber_buffer
+        async with sup.log.subscribe(flt, cursor, buffer_size=buffer) as sub:
+            media = await media_state_at(sup, session_id, cursor)
+            await websocket.accept()
+            await websocket.send_text(encode_push(session_frame(cursor, session_id)))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_until_client_leaves, websocket, nursery.cancel_scope)
+                nursery.start_soon(_until_draining, front, websocket, nursery.cancel_scope)
+                await _forward(websocket, sub, Projector(push=True, media=media))
+                nursery.cancel_scope.cancel()
+    finally:
+        front.stream_closed()
+
+
+async def _target(front: Front, websocket: WebSocket) -> tuple[str, str, int | None]:
+    q, h = websocket.query_params, websocket.headers
+    caller = await authenticate(front.tokens, h, q)
+    workspace = await front.workspace(caller, pick(None, q, h, "workspace", "x-workspace"))
+    explicit = pick(None, q, h, "sessionId", "x-session-id")
+    after = digits(q.get("lastEventId") or h.get("last-event-id"), "lastEventId")
+    if explicit is not None:
+        return workspace, check_session_id(caller, explicit), after
+    sup = await front.runtimes.get(workspace, create=False)
+    return workspace, front.active.resolve(workspace, caller, sup), after
+
+
+async def _forward(websocket: WebSocket, sub: Subscription, projector: Projector) -> None:
+    try:
+        async for record in sub:
+            for frame in projector.project(record):
+                await websocket.send_text(encode_push(frame))
+    except SubscriptionOverflow as exc:
+        reason = f"subscriber fell behind; resume with lastEventId={exc.resume_after}"
+        await websocket.close(CLOSE_TRY_AGAIN, reason)
+    except SubscriptionClosed:
+        await websocket.close(CLOSE_GOING_AWAY, "the server is shutting down")
+
+
+async def _until_client_leaves(websocket: WebSocket, scope: trio.CancelScope) -> None:
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                break
+    except WebSocketDisconnect:
+        pass
+    scope.cancel()
+
+
+async def _until_draining(front: Front, websocket: WebSocket, scope: trio.CancelScope) -> None:
+    await front.draining.wait()
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 1):
+        await websocket.close(CLOSE_GOING_AWAY, "the server is shutting down")
+    scope.cancel()

@@ -1,0 +1,140 @@
+"""POST /api/web/chat: the SSE stream of one run, queued, disconnect, stop, MEDIA lines."""
+
+from __future__ import annotations
+
+import trio
+from web_client import Harness, SseRead, sse, wait_until
+
+from halo_actors.core.events import CLIENT_KINDS, FRAME_ONLY_KINDS
+
+
+async def test_chat_streams_session_first_then_the_run_to_its_terminal_complete(
+    harness: Harness,
+) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            read = await sse(client, "POST", "/api/web/chat", json={"message": "slow 3"})
+    assert read.types()[0] == "session"
+    assert read.frames[1].data == {"type": "user", "text": "slow 3"}
+    assert read.frames[-1].data == {"type": "complete"}
+    assert read.text() == "1\n2\n3\n"
+    ids = [f.id for f in read.frames]
+    assert ids == sorted(ids) and ids[0] < ids[1]
+    assert all(f.type in CLIENT_KINDS | FRAME_ONLY_KINDS for f in read.frames)
+
+
+async def test_thinking_and_tool_frames_have_the_documented_shape(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            thought = await sse(client, "POST", "/api/web/chat", json={"message": "think"})
+            tool = await sse(client, "POST", "/api/web/chat", json={"message": "bigtool"})
+    assert {"type": "thinking", "text": "hmm"} in [f.data for f in thought.frames]
+    call = next(f.data for f in tool.frames if f.type == "tool_call")
+    assert set(call) == {"type", "toolName", "toolUseId", "toolInput"}
+    assert call["toolName"] == "shell_exec" and call["toolInput"] == {"command": "seq 1 400"}
+    result = next(f.data for f in tool.frames if f.type == "tool_result")
+    assert set(result) == {"type", "toolName", "toolUseId", "result"}
+    assert result["toolUseId"] == call["toolUseId"]
+    assert isinstance(result["result"], str) and len(result["result"]) == 500
+
+
+async def test_a_busy_session_answers_queued_and_the_queued_message_runs_after(
+    harness: Harness,
+) -> None:
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def first() -> None:
+                reads.append(await sse(client, "POST", "/api/web/chat", json={"message": "slow 6"}))
+
+            nursery.start_soon(first)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            queued = await sse(client, "POST", "/api/web/chat", json={"message": "again"})
+    assert queued.types() == ["session", "queued"]
+    # the first stream absorbed the batch boundary and carried the drained round too
+    assert reads[0].types().count("complete") == 1
+    assert [f.data["text"] for f in reads[0].frames if f.type == "user"] == ["slow 6", "again"]
+
+
+async def test_a_client_disconnect_ends_its_stream_but_not_the_turn(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            body = {"message": "slow 20"}
+            first = await sse(client, "POST", "/api/web/chat", json=body, stop_after=3)
+            session_id = str(first.frames[0].data["sessionId"])
+            await harness.wait_listeners(0)
+            sup = await harness.sup()
+            assert sup.is_running(session_id)
+            await sup.wait_idle(session_id)
+    assert sup.state(session_id).last_output == "".join(f"{i}\n" for i in range(1, 21))
+
+
+async def test_stop_answers_after_the_turn_has_stopped(harness: Harness) -> None:
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def chat() -> None:
+                reads.append(
+                    await sse(client, "POST", "/api/web/chat", json={"message": "slow 50"})
+                )
+
+            nursery.start_soon(chat)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            (session,) = [s.session_id for s in sup.sessions()]
+            resp = await client.post("/api/web/stop", json={})
+            assert resp.json() == {"stopped": True}
+            assert not sup.is_running(session) and not sup.state(session).turn_open
+            again = await client.post("/api/web/stop")
+            assert again.json() == {"stopped": False}
+    assert reads[0].types()[-1] == "complete"
+
+
+async def test_media_lines_become_file_frames_even_split_across_deltas(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            read = await sse(client, "POST", "/api/web/chat", json={"message": "media"})
+    assert read.text() == "Here it is:\nDone.\n"
+    files = [f.data for f in read.frames if f.type == "file"]
+    assert files == [
+        {"type": "file", "path": "out/report.txt", "url": "/api/web/file?path=out/report.txt"}
+    ]
+    sup = await harness.sup()
+    (state,) = sup.sessions()
+    assert "MEDIA: out/report.txt" in state.last_output  # the log keeps the line
+
+
+async def test_keepalive_comments_flow_while_the_stream_is_idle(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            read = await sse(client, "POST", "/api/web/chat", json={"message": "run sleep 1"})
+    assert ": keepalive" in read.comments
+    assert read.types()[-1] == "complete"
+
+
+async def test_unknown_agent_and_archived_session_fail_before_the_stream(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            body = {"message": "hi", "sessionId": "web_alice_x1", "agentId": "nobody"}
+            resp = await client.post("/api/web/chat", json=body)
+            assert resp.status_code == 400
+            assert "unknown agent profile" in resp.json()["error"]
+            sup = await harness.sup()
+            await sup.create_session("web_alice_x2")
+            await sup.archive("web_alice_x2")
+            body = {"message": "hi", "sessionId": "web_alice_x2"}
+            resp = await client.post("/api/web/chat", json=body)
+            assert resp.status_code == 409
+            assert resp.headers["content-type"] == "application/json"
+
+
+async def test_an_owned_unknown_session_id_is_created_by_its_first_chat(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            body = {"message": "hello", "sessionId": "web_alice_premint"}
+            read = await sse(client, "POST", "/api/web/chat", json=body)
+    assert read.frames[0].data == {"type": "session", "sessionId": "web_alice_premint"}
+    assert (await harness.sup()).exists("web_alice_premint")

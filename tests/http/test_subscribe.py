@@ -1,0 +1,179 @@
+"""GET /api/web/subscribe: idle answer, live tail, Last-Event-ID resume, overflow."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+from web_client import Frame, Harness, SseRead, SseStream, serve_harness, sse, wait_until
+
+from halo_actors.core.events import TextStreamed
+from halo_actors.core.log import EventFilter
+from halo_actors.fronts.http import streams
+from halo_actors.fronts.http.frames import MediaFilter
+from halo_actors.runtime.supervisor import Supervisor
+
+
+async def test_an_idle_session_gets_session_then_one_complete(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
+            read = await sse(client, "GET", "/api/web/subscribe")
+    assert read.types() == ["session", "complete"]
+
+
+async def test_a_busy_session_streams_to_its_terminal_complete(harness: Harness) -> None:
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def chat() -> None:
+                reads.append(await sse(client, "POST", "/api/web/chat", json={"message": "slow 8"}))
+
+            nursery.start_soon(chat)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            sub = await sse(client, "GET", "/api/web/subscribe")
+    assert sub.types()[0] == "session" and sub.types()[-1] == "complete"
+    assert sub.types().count("complete") == 1
+    tail = [f for f in reads[0].frames if f.id > sub.frames[0].id]
+    assert _payloads(sub.frames[1:]) == _payloads(tail)
+
+
+async def test_last_event_id_resumes_with_no_gap_and_no_duplicate(harness: Harness) -> None:
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def chat() -> None:
+                reads.append(
+                    await sse(client, "POST", "/api/web/chat", json={"message": "slow 12"})
+                )
+
+            nursery.start_soon(chat)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            part1 = await sse(client, "GET", "/api/web/subscribe", stop_after=3)
+            last = part1.frames[-1].id
+            await trio.sleep(0.2)  # miss some frames on purpose
+            part2 = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(last)}
+            )
+            part3 = await sse(client, "GET", f"/api/web/subscribe?lastEventId={last}")
+    reference = [f for f in reads[0].frames if f.id > part1.frames[0].id]
+    assert _payloads(part1.frames[1:] + part2.frames[1:]) == _payloads(reference)
+    assert [f.id for f in part2.frames[1:]] == [f.id for f in reference if f.id > last]
+    assert _payloads(part3.frames[1:]) == _payloads(part2.frames[1:])
+
+
+async def test_resume_after_the_run_ended_replays_the_missed_frames(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "slow 4"})
+            cut = full.frames[2].id
+            resumed = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(cut)}
+            )
+            done = await sse(
+                client,
+                "GET",
+                "/api/web/subscribe",
+                headers={"last-event-id": str(full.frames[-1].id)},
+            )
+    assert _payloads(resumed.frames[1:]) == _payloads(full.frames[3:])
+    assert done.types() == ["session", "complete"]
+
+
+async def test_resume_inside_a_media_line_rebuilds_the_line_filter(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "media"})
+            sup = await harness.sup()
+            sid = str(full.frames[0].data["sessionId"])
+            records = await sup.log.read(EventFilter(session_id=sid, kinds=frozenset({"stream"})))
+            held = next(
+                r.seq
+                for r in records
+                if isinstance(r.event, TextStreamed) and r.event.text == "MEDI"
+            )
+            resumed = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(held)}
+            )
+    assert resumed.types()[:2] == ["session", "file"]
+    assert set(resumed.types()[2:-1]) == {"stream"} and resumed.types()[-1] == "complete"
+    assert resumed.frames[1].data["path"] == "out/report.txt"
+    assert resumed.text() == "Done.\n"
+
+
+async def test_an_overflowing_listener_closes_its_stream_and_resume_misses_nothing(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(15):
+        async with (
+            serve_harness(tmp_path, subscriber_buffer=4) as harness,
+            harness.client(harness.token()) as client,
+            trio.open_nursery() as nursery,
+        ):
+            nursery.start_soon(
+                lambda: sse(client, "POST", "/api/web/chat", json={"message": "slow 10"})
+            )
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            (sid,) = [s.session_id for s in sup.sessions()]
+            burst = [TextStreamed(text=f"burst{i} ") for i in range(20)]
+            async with client.stream("GET", "/api/web/subscribe") as resp:
+                reader = SseStream(resp)
+                (first,) = await reader.take(1)
+                await sup.actor(sid).emit(*burst)
+                cut = await reader.take()
+            assert "complete" not in [f.type for f in cut]
+            last = cut[-1].id if cut else first.id
+            rest = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(last)}
+            )
+    texts = "".join(str(f.data.get("text", "")) for f in [*cut, *rest.frames])
+    assert all(f"burst{i} " in texts for i in range(20))
+    assert texts.count("burst0 ") == 1
+    assert rest.types()[-1] == "complete"
+
+
+async def test_bad_resume_ids_and_unknown_sessions_are_refused(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            bad = await client.get("/api/web/subscribe", headers={"last-event-id": "-1"})
+            unknown = await client.get("/api/web/subscribe?sessionId=web_alice_nope")
+            fresh = await sse(client, "GET", "/api/web/subscribe")
+    assert bad.status_code == 400 and bad.json() == {"error": "Invalid lastEventId"}
+    assert unknown.status_code == 404 and unknown.json() == {"error": "session not found"}
+    assert fresh.types() == ["session", "complete"]
+
+
+def _payloads(frames: list[Frame]) -> list[dict[str, object]]:
+    return [f.data for f in frames]
+
+
+async def test_a_run_ending_between_registration_and_idle_check_streams_to_its_complete(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = streams.media_state_at
+
+    async def late(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
+        await sup.wait_idle(session_id)  # the run ends after the listener registered
+        return await real(sup, session_id, seq)
+
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def chat() -> None:
+                reads.append(await sse(client, "POST", "/api/web/chat", json={"message": "slow 6"}))
+
+            nursery.start_soon(chat)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            monkeypatch.setattr(streams, "media_state_at", late)
+            sub = await sse(client, "GET", "/api/web/subscribe")
+    tail = [f for f in reads[0].frames if f.id > sub.frames[0].id]
+    assert _payloads(sub.frames[1:]) == _payloads(tail)
+    assert sub.frames[-1].id == reads[0].frames[-1].id  # the run's own complete

@@ -1,0 +1,102 @@
+"""/api/web/ws: the WebSocket push channel (trio-websocket as the client)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+import trio_websocket
+from web_client import Harness, sse, wait_until
+
+
+def _ws_url(harness: Harness, query: str) -> str:
+    return harness.url.replace("http://", "ws://") + "/api/web/ws?" + query
+
+
+async def _collect(ws: trio_websocket.WebSocketConnection, until_completes: int) -> list[dict]:
+    got: list[dict] = []
+    while sum(1 for m in got if m["type"] == "complete") < until_completes:
+        got.append(json.loads(await ws.get_message()))
+    return got
+
+
+async def test_push_carries_every_frame_and_complete_keeps_its_batch_boundary(
+    harness: Harness,
+) -> None:
+    token = harness.token()
+    sid = "web_alice_push"
+    with trio.fail_after(15):
+        async with (
+            trio_websocket.open_websocket_url(
+                _ws_url(harness, f"token={token}&sessionId={sid}")
+            ) as ws,
+            harness.client(token) as client,
+            trio.open_nursery() as nursery,
+        ):
+            hello = json.loads(await ws.get_message())
+            assert hello["type"] == "session" and hello["sessionId"] == sid
+            nursery.start_soon(
+                lambda: sse(
+                    client, "POST", "/api/web/chat", json={"message": "slow 6", "sessionId": sid}
+                )
+            )
+            sup = await harness.sup()
+            await wait_until(lambda: sup.exists(sid) and sup.state(sid).turn_open)
+            await sup.send(sid, "queued while busy")
+            frames = await _collect(ws, until_completes=2)
+    completes = [f for f in frames if f["type"] == "complete"]
+    assert [c["batchBoundary"] for c in completes] == [True, False]
+    assert [f["text"] for f in frames if f["type"] == "user"] == ["slow 6", "queued while busy"]
+    seqs = [f["seq"] for f in frames]
+    assert seqs == sorted(seqs)
+    assert {f["type"] for f in frames} <= {"user", "stream", "complete"}
+
+
+async def test_push_resumes_after_last_event_id(harness: Harness) -> None:
+    token = harness.token()
+    with trio.fail_after(10):
+        async with harness.client(token) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "slow 3"})
+        sid = full.frames[0].data["sessionId"]
+        after = full.frames[1].id
+        url = _ws_url(harness, f"token={token}&sessionId={sid}&lastEventId={after}")
+        async with trio_websocket.open_websocket_url(url) as ws:
+            json.loads(await ws.get_message())
+            frames = await _collect(ws, until_completes=1)
+    assert [f["seq"] for f in frames] == [f.id for f in full.frames[2:]]
+    assert frames[-1] == {"type": "complete", "batchBoundary": False, "seq": full.frames[-1].id}
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "body"),
+    [
+        ("", 401, {"error": "missing or invalid token"}),
+        ("sessionId=web_bob_1", 403, {"error": "session not owned by this token"}),
+        ("sessionId=../x", 400, None),
+        ("lastEventId=x", 400, {"error": "Invalid lastEventId"}),
+    ],
+)
+async def test_push_refuses_the_handshake_like_http(
+    harness: Harness, query: str, status: int, body: dict | None
+) -> None:
+    token = harness.token()
+    prefix = f"token={token}&" if status != 401 else ""
+    with trio.fail_after(10):
+        with pytest.raises(trio_websocket.ConnectionRejected) as refused:
+            async with trio_websocket.open_websocket_url(_ws_url(harness, prefix + query)):
+                pass
+    assert refused.value.status_code == status
+    if body is not None:
+        assert json.loads(refused.value.body or b"") == body
+
+
+async def test_push_closes_with_going_away_when_the_server_drains(harness: Harness) -> None:
+    token = harness.token()
+    with trio.fail_after(10):
+        async with trio_websocket.open_websocket_url(_ws_url(harness, f"token={token}")) as ws:
+            await ws.get_message()
+            harness.server.front.draining.set()
+            with pytest.raises(trio_websocket.ConnectionClosed) as closed:
+                await ws.get_message()
+    assert closed.value.reason is not None and closed.value.reason.code in (1001, 1006)
