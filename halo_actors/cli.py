@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
+from .demo import cli as demo_cli
 from .fronts.http import cli as http_cli
 from .logging import configure_logging
 
@@ -18,10 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how runtime logs (stderr) are written",
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="run the demo tour")
-    demo.add_argument("--workspace", help="workspace directory (default: a temporary one)")
-    demo.add_argument("--json", action="store_true", help="print events as JSON lines")
-    demo.add_argument("--plain", action="store_true", help="print plain lines (default)")
+    demo_cli.add_command(commands)
     http_cli.add_commands(commands)
     return parser
 
@@ -30,9 +28,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     configure_logging(args.log_format)
     if args.command == "demo":
-        from .demo.tour import run_demo
-
-        return run_demo(args.workspace, as_json=args.json)
+        return demo_cli.run(args)
     if args.command in ("serve", "token"):
         return http_cli.run(args)
     return 2

@@ -1,0 +1,48 @@
+"""crash-replay: a SIGKILLed runtime's tree is rebuilt from the log, its turns closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from demo_harness import play_json
+
+from halo_actors.core.events import ErrorRaised, MessageQueued, RoundStarted, TurnCompleted
+from halo_actors.core.state import replay
+from halo_actors.demo.scenarios.crash_replay import NOTES
+
+
+async def test_cut_turns_are_closed_and_the_mailbox_survives_the_kill(tmp_path: Path) -> None:
+    played = await play_json(tmp_path, "crash-replay")
+
+    planner, researcher = (
+        played.session_named("planner"),
+        played.session_named("planner>researcher"),
+    )
+    killed = [label for label, ok in played.checks().items() if "SIGKILL" in label]
+    assert killed and played.checks()[killed[0]]
+    for sid in (planner, researcher):
+        closing = [
+            r.event
+            for r in played.records
+            if r.session_id == sid and isinstance(r.event, ErrorRaised | TurnCompleted)
+        ]
+        error, complete = closing[0], closing[1]
+        assert isinstance(error, ErrorRaised) and "runtime restarted" in error.error
+        assert isinstance(complete, TurnCompleted) and complete.stop_reason == "restarted"
+        assert not complete.batch_boundary
+
+    new_message = next(
+        r.seq
+        for r in played.records
+        if r.session_id == planner
+        and isinstance(r.event, MessageQueued)
+        and r.event.text == "are you still there?"
+    )
+    rebuilt = replay(
+        planner, [r for r in played.records if r.session_id == planner and r.seq < new_message]
+    )
+    assert [m.text for m in rebuilt.mailbox] == list(NOTES)
+    assert not rebuilt.turn_open
+    assert played.tree("the tree rebuilt from the log")[0]["queued"] == 2
+    last_round = played.events(RoundStarted, planner)[-1]
+    assert last_round.drained == 3 and all(note in last_round.text for note in NOTES)
