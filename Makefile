@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit chaos bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ unit: $(STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+# The chaos suites at full size; `make test` runs a small seeded slice of each.
+chaos: $(STAMP)
+	HALO_CHAOS=full $(BIN)/pytest tests/chaos -rA
 
 bench: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
