@@ -166,18 +166,35 @@ class SessionActor:
         if ended is not None:
             ended.set()
 
-    async def finish_run(self, kind: RoundKind) -> bool:
-        """End the run unless work arrived meanwhile (decided under the emit lock, the same
-        lock :meth:`deliver` decides under, so a message is never left without a run)."""
+    async def open_round(self, kind: RoundKind) -> RoundStarted | None:
+        """Splice the whole mailbox into the next round, or end the run if there is no work."""
+        return await self._next_or_done(kind, ())
+
+    async def complete_turn(self, reason: str) -> RoundStarted | None:
+        """Close the turn and open the next round (a batch boundary), or end the run."""
+        return await self._next_or_done("drained", (reason,))
+
+    async def _next_or_done(self, kind: RoundKind, closing: tuple[str, ...]) -> RoundStarted | None:
+        """One critical section under the emit lock, the lock :meth:`deliver` decides under:
+        a message that arrives is either in the next round, or queued with its interrupt
+        flag intact, or it starts a new run; never stranded. ``closing`` holds the stop
+        reason of the turn to close first; its ``complete`` says whether a round follows."""
         async with self.lock:
-            if self.next_round(kind) is not None:
-                return False
+            events = self.next_round(kind)
+            batch: list[Event] = [
+                TurnCompleted(batch_boundary=events is not None, stop_reason=why) for why in closing
+            ]
+            batch += events if events is not None else [AgentDone()]
             with trio.CancelScope(shield=True):
-                await self._append(AgentDone())
+                await self._append(*batch)
+            if events is not None:
+                round_event = events[0]
+                assert isinstance(round_event, RoundStarted)
+                return round_event
             ended, self.run_ended = self.run_ended, None
         if ended is not None:
             ended.set()
-        return True
+        return None
 
     def next_round(self, kind: RoundKind) -> list[Event] | None:
         """The events that open the next round (one splice of the whole mailbox), or None."""
@@ -227,13 +244,6 @@ class SessionActor:
             finally:
                 self._turn_scope = None
         return "interrupted" if scope.cancelled_caught else reason
-
-    async def complete_turn(self, reason: str) -> bool:
-        """Close the turn; returns True when another round follows (a batch boundary)."""
-        follows = not self.stopping and bool(self.state.mailbox or self.state.self_kick)
-        with trio.CancelScope(shield=True):
-            await self.emit(TurnCompleted(batch_boundary=follows, stop_reason=reason))
-        return follows
 
     # --- continue_task and process groups (TurnControl) -----------------------
 

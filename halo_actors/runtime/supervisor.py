@@ -32,7 +32,6 @@ from ..core.conversation import Message
 from ..core.errors import InvalidInput, SessionNotFound, SessionUnavailable
 from ..core.events import (
     Compacted,
-    Event,
     FlagsChanged,
     ReportSent,
     RoundStarted,
@@ -252,23 +251,17 @@ class Supervisor:
             await self._report_run_end(actor, profile)
 
     async def _drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
-        kind: Literal["opening", "drained"] = "opening"
         if compact_first:
             await self._compact(actor, profile)
-        while True:
-            events = actor.next_round(kind)
-            if events is None and await actor.finish_run(kind):
-                return
-            if events is not None:
-                await self._one_turn(actor, profile, events)
-                kind = "drained"
+        round_event = await actor.open_round("opening")
+        while round_event is not None:
+            reason = await self._one_turn(actor, profile, round_event)
+            round_event = await actor.complete_turn(reason)
 
     async def _one_turn(
-        self, actor: SessionActor, profile: AgentProfile, events: list[Event]
-    ) -> None:
-        await actor.emit(*events)
-        round_event = events[0]
-        assert isinstance(round_event, RoundStarted)
+        self, actor: SessionActor, profile: AgentProfile, round_event: RoundStarted
+    ) -> str:
+        """Run one turn and what follows it (reports, compaction); returns its stop reason."""
         reason = await actor.run_turn(
             self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
         )
@@ -278,7 +271,7 @@ class Supervisor:
                 over = estimate_tokens(actor.state.messages) > profile.limits.compress_at
                 if over or actor.compact_requested:
                     await self._compact(actor, profile)
-        await actor.complete_turn(reason)
+        return reason
 
     def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
         limits = profile.limits
@@ -380,10 +373,15 @@ class Supervisor:
         if parent is None or state.lifecycle != "live":
             return
         cap = profile.limits.report_cap
-        busy = [c for c in self.subtree(actor.session_id)[1:] if self.is_running(c)]
+        # A descendant whose run task is still alive may be about to report to us.
+        busy = [c for c in self.subtree(actor.session_id)[1:] if c in self._run_tasks]
         if not busy:
+            # A sibling counts while anything in its subtree runs: an idle sibling waiting
+            # on its own sub-session has not sent its final report yet.
             siblings = [
-                c for c in self.children(parent) if c != actor.session_id and self.is_running(c)
+                c
+                for c in self.children(parent)
+                if c != actor.session_id and any(map(self.is_running, self.subtree(c)))
             ]
             await self._report(
                 actor, parent, "final", final_report(state.last_output, cap, len(siblings))

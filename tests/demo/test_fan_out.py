@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 from demo_harness import play_json
 
 from halo_actors.core.events import (
@@ -59,11 +58,6 @@ async def test_an_interim_report_arrives_while_the_helper_still_runs(tmp_path: P
     assert interims and interims[0] < played.seqs(AgentDone, helper)[-1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug (reported): the 'do not wrap up yet' note ignores a sibling that is "
-    "idle while its own sub-session still runs (Supervisor._report_run_end)",
-)
 async def test_the_lead_answers_once_after_its_whole_subtree_is_quiet(tmp_path: Path) -> None:
     played = await play_json(tmp_path, "fan-out")
 

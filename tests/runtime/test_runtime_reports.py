@@ -156,6 +156,31 @@ async def test_parent_with_other_children_running_is_told_not_to_wrap_up_yet(
             assert await texts_received(rt, sid, slow) == [final("slow result")]
 
 
+async def test_a_sibling_idle_while_its_own_sub_session_runs_still_counts_as_running(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    both = Step(
+        calls=(call("start_session", task="fast kid"), call("start_session", task="delegator"))
+    )
+    rules = (
+        Rule(match=r"fast kid", steps=(Step(text="fast result", delay=1),)),
+        Rule(match=r"slow grandkid", steps=(Step(text="slow result", delay=5),)),
+        Rule(match=r"delegator", steps=(start("slow grandkid"), Step(text="delegated"))),
+        Rule(match=r"^spawn", steps=(both, Step(text="spawned both"))),
+        NOTED,
+    )
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, *rules) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "spawn two")
+            await rt.sup.wait_idle(sid)
+
+            kids = {rt.sup.state(c).description: c for c in rt.sup.children(sid)}
+            assert await texts_received(rt, sid, kids["fast kid"]) == [
+                f"{final('fast result')}\n\n{SIBLINGS_RUNNING}"
+            ]
+
+
 async def test_final_report_is_capped_at_report_cap(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
