@@ -12,9 +12,11 @@ scratch (the turn loop retries and does not land the partial text), and
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Literal, Protocol
 
 import msgspec
+import trio
 
 from ..core.conversation import Message
 from ..core.errors import HaloError
@@ -79,6 +81,26 @@ class Model(Protocol):
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one response; the last item is a :class:`Stop`."""
         ...
+
+
+CLOSE_SECONDS = 5.0
+"""How long a model stream may take to close after its turn stopped reading it."""
+
+
+@asynccontextmanager
+async def open_stream(
+    model: Model, request: ModelRequest
+) -> AsyncIterator[AsyncIterator[ModelEvent]]:
+    """``model.stream(request)``, closed on exit: an async generator's ``finally`` runs
+    now, in this task and under this cancel scope, not later at garbage collection."""
+    stream = model.stream(request)
+    try:
+        yield stream
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_SECONDS):
+                await aclose()
 
 
 def estimate_tokens(messages: tuple[Message, ...] | list[Message]) -> int:

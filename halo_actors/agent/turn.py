@@ -46,6 +46,7 @@ from .model import (
     TextDelta,
     ThinkingDelta,
     ToolUse,
+    open_stream,
 )
 from .repair import (
     INTERRUPTED_RESULT,
@@ -140,18 +141,19 @@ async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) 
     thinking: list[str] = []
     uses: list[ToolUse] = []
     try:
-        async for item in setup.model.stream(request):
-            match item:
-                case TextDelta(delta):
-                    await host.emit(TextStreamed(text=delta))
-                    text.append(delta)
-                case ThinkingDelta(delta):
-                    await host.emit(ThinkingStreamed(text=delta))
-                    thinking.append(delta)
-                case ToolUse():
-                    uses.append(item)
-                case Stop():
-                    return _Reply("".join(text), "".join(thinking), uses, item)
+        async with open_stream(setup.model, request) as stream:
+            async for item in stream:
+                match item:
+                    case TextDelta(delta):
+                        await host.emit(TextStreamed(text=delta))
+                        text.append(delta)
+                    case ThinkingDelta(delta):
+                        await host.emit(ThinkingStreamed(text=delta))
+                        thinking.append(delta)
+                    case ToolUse():
+                        uses.append(item)
+                    case Stop():
+                        return _Reply("".join(text), "".join(thinking), uses, item)
     except trio.Cancelled:
         if text:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):

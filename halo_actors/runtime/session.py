@@ -292,7 +292,13 @@ class SessionActor:
                 if self.run_ended is not None:
                     await self.run_ended.wait()
                 await self.kill_process_groups(grace)
-                await self.emit(SessionStopped() if how == "stop" else SessionArchived())
+                async with self.lock:
+                    if how == "stop":
+                        await self._append(SessionStopped())
+                    else:  # messages that arrived during the archive are discarded too, logged
+                        late = len(state.mailbox)
+                        discarded = [MailboxDiscarded(count=late)] if late else []
+                        await self._append(*discarded, SessionArchived())
         finally:
             self.stopping = False
         return had_work

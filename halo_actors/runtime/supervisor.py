@@ -18,14 +18,24 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Literal
 
+import outcome
 import structlog
 import trio
 
-from ..agent.model import Model, ModelRequest, RoundInfo, Stop, TextDelta, estimate_tokens
+from ..agent.model import (
+    Model,
+    ModelRequest,
+    RoundInfo,
+    Stop,
+    TextDelta,
+    estimate_tokens,
+    open_stream,
+)
 from ..agent.turn import TurnSetup
 from ..core import ids
 from ..core.conversation import Message
@@ -267,7 +277,7 @@ class Supervisor:
         )
         if not actor.stopping:
             with trio.CancelScope(shield=True):
-                await self._report_turn_end(actor, profile)
+                await self._report_turn_end(actor, profile, reason)
                 over = estimate_tokens(actor.state.messages) > profile.limits.compress_at
                 if over or actor.compact_requested:
                     await self._compact(actor, profile)
@@ -344,19 +354,23 @@ class Supervisor:
             round=RoundInfo(text="compact", kind="drained"),
         )
         parts = []
-        async for item in self.model.stream(request):
-            if isinstance(item, TextDelta):
-                parts.append(item.text)
-            elif isinstance(item, Stop):
-                break
+        async with open_stream(self.model, request) as stream:
+            async for item in stream:
+                if isinstance(item, TextDelta):
+                    parts.append(item.text)
+                elif isinstance(item, Stop):
+                    break
         return "".join(parts)
 
     # --- reports up the tree --------------------------------------------------------
 
-    async def _report_turn_end(self, actor: SessionActor, profile: AgentProfile) -> None:
+    async def _report_turn_end(
+        self, actor: SessionActor, profile: AgentProfile, reason: str
+    ) -> None:
         state = actor.state
         recipient = report_recipient(state.parent_id, state.round_sources)
-        if recipient is None or not state.turn_output or state.turn_errored:
+        answered = state.turn_output and not state.turn_errored and reason != "interrupted"
+        if recipient is None or not answered:  # a cut turn's partial text is no answer
             return
         actor.answered_parent = True
         if state.mailbox or state.self_kick:
@@ -403,13 +417,47 @@ class Supervisor:
 
     async def stop(self, target: str) -> bool:
         """Stop preserves: fold each mailbox into history, abort, wait for the whole subtree."""
-        return await self._abort_subtree(target, "stop")
+        return await self._owned(partial(self._abort_subtree, target, "stop"))
 
     async def archive(self, target: str) -> bool:
         """Archive discards the mailboxes; the subtree is read-only afterwards."""
-        return await self._abort_subtree(target, "archive")
+        return await self._owned(partial(self._abort_subtree, target, "archive"))
 
     async def delete(self, target: str) -> bool:
+        return await self._owned(partial(self._delete_subtree, target))
+
+    async def _owned(self, job: Callable[[], Awaitable[bool]]) -> bool:
+        """Run a cascade as the supervisor's own task and wait for it.
+
+        The cascade finishes even when its waiter is cancelled: a turn whose tool call
+        stops a sibling can itself be stopped meanwhile (two turns stopping each other),
+        and neither may then wait, shielded, for the other.
+        """
+        done = trio.Event()
+        result: outcome.Outcome[bool] | None = None
+        waiting = True
+
+        async def run() -> None:
+            nonlocal result
+            try:
+                result = outcome.Value(await job())
+            except Exception as exc:
+                result = outcome.Error(exc)
+                if not waiting:
+                    log.error("cascade_failed", exc_info=exc)
+            finally:
+                done.set()  # a shutdown cancels the cascade and leaves no result
+
+        self._nursery.start_soon(run)
+        try:
+            await done.wait()
+        finally:
+            waiting = False
+        if result is None:
+            raise SessionUnavailable("the runtime is shutting down")
+        return result.unwrap()
+
+    async def _delete_subtree(self, target: str) -> bool:
         members = self.subtree(self.actor(target).session_id)
         await self._abort_subtree(target, "archive")
         for sid in reversed(members):
@@ -434,10 +482,9 @@ class Supervisor:
             grace = self._profile(actor.agent_id).limits.kill_grace
             results.append(await actor.abort(how, grace))
 
-        with trio.CancelScope(shield=True):
-            async with trio.open_nursery() as nursery:
-                for actor in actors:
-                    nursery.start_soon(abort_one, actor)
+        async with trio.open_nursery() as nursery:
+            for actor in actors:
+                nursery.start_soon(abort_one, actor)
         self._notify()
         for actor in actors:
             if how == "stop" and actor.state.mailbox and actor.claim_run():

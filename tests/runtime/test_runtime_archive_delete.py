@@ -14,6 +14,7 @@ from halo_actors.core.events import (
     AgentStarted,
     MailboxDiscarded,
     MailboxFolded,
+    MessageQueued,
     SessionArchived,
     SessionDeleted,
     ToolReturned,
@@ -59,6 +60,25 @@ async def test_archive_discards_the_mailbox(
             texts = [m.text() for m in state.messages]
             assert "queued for the root" not in "".join(texts)
             assert len(await rt.rounds(sid)) == 1
+            await rt.assert_replay_matches(sid)
+
+
+async def test_a_message_arriving_during_an_archive_is_discarded_with_a_logged_count(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, SPAWN, CHILD, ANSWER_ANYTHING) as rt:
+            sid, _child = await busy_tree(rt)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.sup.archive, sid)
+                await rt.wait_for(sid, MailboxDiscarded)  # the archive has begun
+                assert await rt.sup.send(sid, "late message") == "queued"
+
+            discarded = sum(e.count for e in await rt.events(sid, MailboxDiscarded))
+            queued = await rt.events(sid, MessageQueued)
+            drained = sum(r.drained for r in await rt.rounds(sid))
+            assert discarded + drained == len(queued) == 3
+            assert rt.sup.state(sid).mailbox == []
             await rt.assert_replay_matches(sid)
 
 

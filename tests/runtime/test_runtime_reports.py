@@ -10,7 +10,7 @@ import trio.testing
 from runtime_harness import BUDGET, Rule, Runtime, Step, call, profiles_with, running
 
 from halo_actors.core import ids
-from halo_actors.core.events import ReportSent, RoundStarted, ToolReturned
+from halo_actors.core.events import ReportSent, RoundStarted, TextStreamed, ToolReturned
 from halo_actors.runtime.rounds import (
     FINAL_HEADER,
     INTERIM_FOOTER,
@@ -306,6 +306,27 @@ async def test_no_interim_for_an_errored_turn(
 
             assert await kinds_sent(rt, child) == ["final"]
             assert await texts_received(rt, parent, child) == [final("next done")]
+
+
+async def test_no_interim_for_a_turn_cut_by_a_hard_interrupt(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    slow = (Step(text="partial thoughts", chunk=4, delay=1),)
+    rules = (
+        Rule(match=r"slow job", steps=slow),
+        Rule(match=r"change of plan", steps=(Step(text="new plan done"),)),
+        NOTED,
+    )
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, *rules) as rt:
+            parent = await rt.sup.create_session(namespace="cli")
+            child = await rt.sup.start_child(parent, "default", "slow job")
+            await rt.wait_for(child, TextStreamed, count=2)
+            await rt.sup.interrupt(child, "change of plan", source=parent)
+            await rt.sup.wait_idle(parent)
+
+            assert await kinds_sent(rt, child) == ["final"]
+            assert await texts_received(rt, parent, child) == [final("new plan done")]
 
 
 async def test_wait_idle_covers_a_final_report_sent_after_the_childs_run_ended(

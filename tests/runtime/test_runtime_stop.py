@@ -302,3 +302,31 @@ async def test_stop_of_an_idle_session_reports_nothing_to_stop(
             assert await rt.sup.stop(sid) is False
             assert await rt.events(sid, MailboxFolded) == []
             assert rt.sup.state(sid).lifecycle == "stopped"
+
+
+async def test_two_turns_stopping_each_other_both_stop_without_deadlock(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    root = "cli_mutual"
+    a, b = f"{root}>a", f"{root}>b"
+    rules = (
+        Rule(match=f"stop {b}", steps=(Step(calls=(call("stop_session", session_id=b),)),)),
+        Rule(match=f"stop {a}", steps=(Step(calls=(call("stop_session", session_id=a),)),)),
+        ANSWER_ANYTHING,
+    )
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, *rules) as rt:
+            await rt.sup.create_session(root)
+            for child in (a, b):
+                await rt.sup.create_session(child, parent_id=root)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.sup.send, a, f"stop {b}")
+                nursery.start_soon(rt.sup.send, b, f"stop {a}")
+            for sid in (a, b):  # each cascade outlives the tool call that asked for it
+                await rt.wait_for(sid, SessionStopped)
+            await rt.sup.wait_idle(root)
+
+            for sid in (a, b):
+                assert await rt.events(sid, SessionStopped) == [SessionStopped()]
+                assert not rt.sup.is_running(sid)
+                assert_every_tool_use_answered_once(rt.sup.state(sid).messages)
