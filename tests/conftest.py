@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from web_client import Harness, serve_harness
 
 from halo_actors.core.log import DEFAULT_MAX_EVENT_BYTES, MemoryEventLog, SqliteEventLog
 
@@ -49,3 +50,13 @@ async def open_event_log(log_backend: str, tmp_path: Path) -> AsyncIterator[Open
 async def event_log(open_event_log: OpenEventLog) -> AnyEventLog:
     """An empty log of each backend with default options, closed after the test."""
     return await open_event_log()
+
+
+# --- HTTP front (tests/http, tests/acp): a real hypercorn on 127.0.0.1 port 0 per test ---
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """The server with the test script (``web_client.TEST_SCRIPT``), shut down after the test."""
+    async with serve_harness(tmp_path) as harness:
+        yield harness

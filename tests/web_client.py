@@ -1,4 +1,7 @@
-"""Helpers for the HTTP front tests: the test script, an SSE reader, the harness.
+"""A real HTTP front for tests (the ``harness`` fixture), its test script, an SSE reader.
+
+Shared by ``tests/http`` and ``tests/acp`` (this directory is on ``sys.path``
+through ``tests/conftest.py``).
 
 The server runs a ScriptedModel whose rules make turns slow or shaped on purpose
 (``slow N``, ``media``, ``bigtool``, ``think``), falling back to the built-in demo
