@@ -10,7 +10,8 @@ traceback.
     │   ├── UnsafeSessionId          an id that fails the safe-segment rule
     │   ├── EventTooLarge            an encoded event over the store's cap
     │   └── ProfileError             a broken agent profile (names file and field)
-    ├── StoreClosed                  the event log was closed
+    ├── StoreClosed                  the event log was closed (or is open read-only)
+    ├── StoreFailed                  an append could not be made durable; nothing of it stored
     ├── SubscriptionClosed           a live subscription ended; resume from ``resume_after``
     │   └── SubscriptionOverflow     the subscriber fell behind its bounded buffer
     ├── SessionNotFound              no such session (or not visible to the caller)
@@ -46,6 +47,13 @@ class ProfileError(InvalidInput):
 
 class StoreClosed(HaloError):
     """The event log has been closed; no append or read is possible."""
+
+
+class StoreFailed(HaloError):
+    """An append could not be made durable (a failed commit, or the log's writer stopped).
+
+    Nothing of that append was stored; its sequence numbers are never reused.
+    """
 
 
 class SubscriptionClosed(HaloError):

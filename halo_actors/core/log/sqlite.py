@@ -10,22 +10,33 @@ Invariants:
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
 - after a crash the file reopens as of its last commit and numbering resumes
-  after the largest stored seq.
+  after the largest stored seq;
+- no appender waits forever: a commit that raises fails only its own batch
+  (``StoreFailed``; the writer goes on), and if the writer thread itself stops on
+  an unexpected error, every queued append and every later one fails with
+  ``StoreFailed`` instead of waiting for a writer that is gone;
+- a log opened with ``read_only=True`` has no writer thread and never writes to
+  the file (not even the schema): it serves reads and catch-up of what is stored,
+  and refuses appends with ``StoreClosed``. Inspection tools and tests open a live
+  server's file this way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import sqlite3
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 import msgspec
+import structlog
 import trio
 
-from ..errors import StoreClosed
+from ..errors import StoreClosed, StoreFailed
 from ..events import Event, Record
 from ..ids import root_of
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
@@ -52,6 +63,7 @@ _INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?,
 _records_decoder = msgspec.json.Decoder(list[Record])
 
 Row = tuple[int, str, str, int, str, bytes]
+log = structlog.get_logger("halo_actors.log")
 
 
 @dataclass(eq=False)
@@ -70,6 +82,14 @@ def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
     return conn
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write (``mode=ro``); the file must exist."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout=5000")
+    return conn
+
+
 class SqliteEventLog(LogBase):
     """Open with :meth:`open` (an async classmethod); close with :meth:`aclose`."""
 
@@ -79,11 +99,17 @@ class SqliteEventLog(LogBase):
         *,
         synchronous: Synchronous,
         max_event_bytes: int,
+        read_only: bool = False,
     ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self.path = path
+        self.read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._failed: BaseException | None = None
+        """Why the writer thread stopped early; once set, appends fail at once."""
+        self._gate = threading.Lock()
+        """Orders "queue an append" against "the writer failed and drained the queue"."""
         self._reader: sqlite3.Connection | None = None
         self._read_limiter = trio.CapacityLimiter(1)
         self._token = trio.lowlevel.current_trio_token()
@@ -98,24 +124,38 @@ class SqliteEventLog(LogBase):
         *,
         synchronous: Synchronous = "NORMAL",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        read_only: bool = False,
     ) -> SqliteEventLog:
-        """Open (creating if needed) the log at ``path`` and start its writer thread."""
+        """Open (creating if needed) the log at ``path`` and start its writer thread.
+
+        ``read_only``: open an existing file for reading only (see the module docstring).
+        """
         db = Path(path)
-        db.parent.mkdir(parents=True, exist_ok=True)
-        log = cls(db, synchronous=synchronous, max_event_bytes=max_event_bytes)
+        if not read_only:
+            db.parent.mkdir(parents=True, exist_ok=True)
+        log = cls(db, synchronous=synchronous, max_event_bytes=max_event_bytes, read_only=read_only)
         last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
         log._resume_from(last_seq, last_ts)
-        log._writer.start()
+        if not read_only:
+            log._writer.start()
         return log
 
     def _prepare(self) -> tuple[int, int]:
-        self._reader = _connect(self.path, self._synchronous)
-        self._reader.executescript(_SCHEMA)
+        if self.read_only:
+            if not self.path.is_file():
+                raise FileNotFoundError(f"no event log at {self.path}")
+            self._reader = _connect_read_only(self.path)
+        else:
+            self._reader = _connect(self.path, self._synchronous)
+            self._reader.executescript(_SCHEMA)
         row = self._reader.execute("SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(ts), 0) FROM events")
         last_seq, last_ts = row.fetchone()
         return int(last_seq), int(last_ts)
 
     async def append(self, session_id: str, *events: Event) -> list[Record]:
+        if self.read_only:
+            raise StoreClosed("the event log is open read-only")
+        self._check_writer()
         stamped = self._stamp(session_id, events)
         root = root_of(session_id)
         rows: list[Row] = [
@@ -123,25 +163,58 @@ class SqliteEventLog(LogBase):
             for r, body in stamped
         ]
         pending = _Pending([r for r, _ in stamped], rows)
-        self._queue.put(pending)
+        with self._gate:
+            self._check_writer()
+            self._queue.put(pending)
         with trio.CancelScope(shield=True):
             await pending.done.wait()
         if pending.error is not None:
-            raise StoreClosed(f"the event log could not commit: {pending.error}") from None
+            raise StoreFailed(f"the event log could not commit: {pending.error!r}") from None
         return pending.records
 
+    def _check_writer(self) -> None:
+        if self._failed is not None:
+            raise StoreFailed(f"the event log's writer stopped: {self._failed!r}")
+
     def _write_loop(self) -> None:
-        conn = _connect(self.path, self._synchronous)
+        """The writer thread. Whatever stops it early, no appender is left waiting."""
+        batch: list[_Pending] = []
+        try:
+            conn = _connect(self.path, self._synchronous)
+        except BaseException as exc:
+            self._writer_failed(exc, batch)
+            return
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
                 self._commit(conn, batch)
                 self._token.run_sync_soon(self._committed, batch)
+                batch = []
                 if stop:
                     break
+        except BaseException as exc:
+            self._writer_failed(exc, batch)
         finally:
             conn.close()
+
+    def _writer_failed(self, exc: BaseException, batch: list[_Pending]) -> None:
+        """Fail the batch in hand and everything queued; later appends fail at once."""
+        log.error("event_log_writer_stopped", path=str(self.path), exc_info=exc)
+        with self._gate:
+            self._failed = exc
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    batch.append(item)
+        for pending in batch:
+            pending.error = pending.error or exc
+        if batch:
+            with contextlib.suppress(trio.RunFinishedError):  # nobody left to wake
+                self._token.run_sync_soon(self._committed, batch)
 
     def _take_more(self, batch: list[_Pending]) -> bool:
         """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
@@ -158,17 +231,18 @@ class SqliteEventLog(LogBase):
         return False
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
+        """One transaction for the batch; any error fails the whole batch, not the writer."""
         try:
             conn.execute("BEGIN IMMEDIATE")
             for pending in batch:
                 conn.executemany(_INSERT, pending.rows)
             conn.execute("COMMIT")
             self.commits += 1
-        except sqlite3.Error as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+        except Exception as exc:
             for pending in batch:
                 pending.error = exc
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")  # if this raises too, the writer stops (see above)
 
     def _committed(self, batch: list[_Pending]) -> None:
         """On the trio thread, in commit order: publish, then wake the appenders."""
@@ -204,7 +278,8 @@ class SqliteEventLog(LogBase):
         self._close_subscriptions()
         self._queue.put(None)
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(self._writer.join)
+            if self._writer.ident is not None:  # started (a read-only log has none)
+                await trio.to_thread.run_sync(self._writer.join)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
 

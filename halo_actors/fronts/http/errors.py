@@ -25,6 +25,7 @@ from ...core.errors import (
     SessionNotFound,
     SessionUnavailable,
     StoreClosed,
+    StoreFailed,
     SubscriptionClosed,
     UnsafeSessionId,
 )
@@ -53,6 +54,7 @@ STATUS_TABLE: Final[tuple[tuple[type[HaloError], int], ...]] = (
     (FileProblem, 400),
     (GateRefused, 403),
     (StoreClosed, 503),
+    (StoreFailed, 503),
     (SubscriptionClosed, 503),
     (HaloError, 500),
 )

@@ -1,0 +1,200 @@
+"""The SQLite log when its writer hits trouble, and its read-only mode.
+
+A commit that raises anything fails only its own batch with ``StoreFailed``; a
+writer thread that stops fails every queued and later append instead of leaving
+the appenders waiting forever (they wait under a shield, so a hang there could
+never be cancelled). The faults are injected by handing the writer a connection
+that raises (a stand-in for the real one, installed with ``monkeypatch``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from halo_actors.core.errors import StoreClosed, StoreFailed
+from halo_actors.core.events import Record, TextStreamed
+from halo_actors.core.log import EventFilter, SqliteEventLog
+from halo_actors.core.log import sqlite as sqlite_log
+
+BUDGET = 10.0
+WRITER = "halo-log-writer"
+
+
+def text(label: str) -> TextStreamed:
+    return TextStreamed(text=label)
+
+
+def labels(records: list[Record]) -> list[str]:
+    return [r.event.text for r in records if isinstance(r.event, TextStreamed)]
+
+
+class FlakyConnection:
+    """The real connection, except for the faults a test arms."""
+
+    def __init__(self, real: sqlite3.Connection) -> None:
+        self.real = real
+        self.insert_fails: list[BaseException] = []
+        self.rollback_fails: list[BaseException] = []
+
+    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
+        if self.insert_fails:
+            raise self.insert_fails.pop(0)
+        return self.real.executemany(sql, rows)
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "ROLLBACK" and self.rollback_fails:
+            self.real.execute(sql)
+            raise self.rollback_fails.pop(0)
+        return self.real.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def writer_connection(monkeypatch: pytest.MonkeyPatch) -> list[FlakyConnection]:
+    """The writer thread's connections (one per log opened), each a :class:`FlakyConnection`."""
+    made: list[FlakyConnection] = []
+    real_connect = sqlite_log._connect
+
+    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> Any:
+        conn = real_connect(path, synchronous)
+        if threading.current_thread().name != WRITER:
+            return conn
+        flaky = FlakyConnection(conn)
+        made.append(flaky)
+        return flaky
+
+    monkeypatch.setattr(sqlite_log, "_connect", connect)
+    return made
+
+
+async def wait_for_writer(made: list[FlakyConnection]) -> FlakyConnection:
+    while not made:  # noqa: ASYNC110 - the writer thread connects on its own schedule
+        await trio.sleep(0.001)
+    return made[0]
+
+
+async def test_a_commit_failing_with_any_error_fails_its_batch_and_the_writer_goes_on(
+    tmp_path: Path, writer_connection: list[FlakyConnection]
+) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(tmp_path / "events.db")
+        try:
+            conn = await wait_for_writer(writer_connection)
+            conn.insert_fails.append(RuntimeError("not an sqlite3 error"))
+            with pytest.raises(StoreFailed, match="not an sqlite3 error"):
+                await log.append("a", text("lost"))
+            (kept,) = await log.append("a", text("kept"))
+            assert kept.seq == 2  # the failed append's seq is never reused
+            assert labels(await log.read()) == ["kept"]
+            assert log.last_seq == 2
+        finally:
+            await log.aclose()
+
+
+async def test_a_writer_that_cannot_connect_fails_appends_instead_of_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_connect = sqlite_log._connect
+
+    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> sqlite3.Connection:
+        if threading.current_thread().name == WRITER:
+            raise OSError("no writer today")
+        return real_connect(path, synchronous)
+
+    monkeypatch.setattr(sqlite_log, "_connect", connect)
+    failures: list[str] = []
+
+    async def appender(i: int) -> None:
+        with pytest.raises(StoreFailed, match="no writer today") as caught:
+            await log.append("a", text(f"t{i}"))
+        failures.append(str(caught.value))
+
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(tmp_path / "events.db")
+        try:
+            async with trio.open_nursery() as nursery:
+                for i in range(5):
+                    nursery.start_soon(appender, i)
+            assert len(failures) == 5
+            with pytest.raises(StoreFailed):  # and every later append fails at once
+                await log.append("a", text("later"))
+            assert await log.read() == []
+        finally:
+            await log.aclose()
+
+
+async def test_a_writer_that_dies_mid_commit_fails_queued_and_later_appends(
+    tmp_path: Path, writer_connection: list[FlakyConnection]
+) -> None:
+    outcomes: list[str] = []
+
+    async def appender(i: int) -> None:
+        try:
+            await log.append("a", text(f"t{i}"))
+            outcomes.append("stored")
+        except StoreFailed:
+            outcomes.append("failed")
+
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(tmp_path / "events.db")
+        try:
+            (first,) = await log.append("a", text("before"))
+            conn = await wait_for_writer(writer_connection)
+            conn.insert_fails.append(MemoryError())
+            conn.rollback_fails.append(RuntimeError("rollback broke"))  # the writer stops
+            async with trio.open_nursery() as nursery:
+                for i in range(8):
+                    nursery.start_soon(appender, i)
+            assert outcomes.count("failed") >= 1
+            assert set(outcomes) <= {"stored", "failed"}
+            with pytest.raises(StoreFailed, match="writer stopped"):
+                await log.append("a", text("after"))
+            stored = await log.read()
+            assert stored[0] == first
+            assert len(stored) == 1 + outcomes.count("stored")
+        finally:
+            await log.aclose()
+
+
+async def test_a_read_only_log_reads_a_live_file_and_never_writes(tmp_path: Path) -> None:
+    path = tmp_path / "ws" / ".halo" / "events.db"
+    with trio.fail_after(BUDGET):
+        writer = await SqliteEventLog.open(path)
+        try:
+            written = await writer.append("a", text("one"), text("two"))
+            before = {p.name: p.stat().st_mtime_ns for p in path.parent.iterdir()}
+            reader = await SqliteEventLog.open(path, read_only=True)
+            try:
+                assert reader.last_seq == 2
+                assert await reader.read(EventFilter(session_id="a")) == written
+                with pytest.raises(StoreClosed, match="read-only"):
+                    await reader.append("a", text("no"))
+                more = await writer.append("a", text("three"))
+                assert await reader.read(after_seq=2) == more  # sees later commits
+                async with reader.subscribe(after_seq=1) as sub:
+                    got = []
+                    async for record in sub:
+                        got.append(record)
+                        if len(got) == 1:
+                            break
+                assert got == written[1:]
+            finally:
+                await reader.aclose()
+            assert path.with_name("events.db").stat().st_mtime_ns == before["events.db"]
+        finally:
+            await writer.aclose()
+
+
+async def test_a_read_only_open_of_a_missing_file_creates_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "nothing" / ".halo" / "events.db"
+    with trio.fail_after(BUDGET), pytest.raises(FileNotFoundError):
+        await SqliteEventLog.open(path, read_only=True)
+    assert not (tmp_path / "nothing").exists()
