@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Sequence
 
 from .demo import cli as demo_cli
+from .fronts.acp import cli as acp_cli
 from .fronts.http import cli as http_cli
 from .logging import configure_logging
 
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     demo_cli.add_command(commands)
     http_cli.add_commands(commands)
+    acp_cli.add_command(commands)
     return parser
 
 
@@ -31,4 +33,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo_cli.run(args)
     if args.command in ("serve", "token"):
         return http_cli.run(args)
+    if args.command == "acp":
+        return acp_cli.run(args)
     return 2
