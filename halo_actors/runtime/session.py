@@ -59,18 +59,19 @@ class SessionActor:
     """Owned by the supervisor; its run task lives in the supervisor's nursery."""
 
     __slots__ = (
+        "_abort_lock",
         "_emit_lock",
         "_log",
         "_logger",
         "_process_groups",
         "_turn_scope",
+        "aborts_pending",
         "agent_id",
         "answered_parent",
         "compact_requested",
         "run_ended",
         "session_id",
         "state",
-        "stopping",
     )
 
     def __init__(self, state: SessionState, log: EventLog) -> None:
@@ -83,8 +84,9 @@ class SessionActor:
         self.run_ended: trio.Event | None = None
         """Set when the current run ends; None while no run exists (the session is idle)."""
         self._turn_scope: trio.CancelScope | None = None
-        self.stopping = False
-        """True from the start of a stop/archive/delete until its run has ended."""
+        self.aborts_pending = 0
+        """Stops/archives asked for and not finished; see :attr:`stopping`."""
+        self._abort_lock: trio.Lock | None = None
         self._process_groups: set[int] | None = None
         self.answered_parent = False
         """This run answered the parent and that answer has not been forwarded yet."""
@@ -121,6 +123,12 @@ class SessionActor:
 
     def conversation(self) -> list[Message]:
         return self.state.messages
+
+    @property
+    def stopping(self) -> bool:
+        """True from the start of a stop/archive/delete until it (and any other pending
+        one) has finished: no round starts, no kick is armed, no report is sent."""
+        return self.aborts_pending > 0
 
     @property
     def running(self) -> bool:
@@ -271,12 +279,27 @@ class SessionActor:
     async def abort(self, how: Literal["stop", "archive"], grace: float) -> bool:
         """Fold (stop) or discard (archive) the mailbox, abort the run, wait for it.
 
-        Returns whether there was anything to stop (a run or queued messages).
+        The caller counted this abort in ``aborts_pending`` first. Aborts of one session
+        run one at a time; one that finds the session archived by an earlier one does
+        nothing. Returns whether there was anything to stop (a run or queued messages).
         """
-        state = self.state
-        had_work = self.running or bool(state.mailbox)
-        self.stopping = True
+        if self._abort_lock is None:
+            self._abort_lock = trio.Lock()
+        had_work = False
         try:
+            with trio.CancelScope(shield=True):
+                async with self._abort_lock:
+                    had_work = await self._abort_once(how, grace)
+        finally:
+            self.aborts_pending -= 1
+        return had_work
+
+    async def _abort_once(self, how: Literal["stop", "archive"], grace: float) -> bool:
+        state = self.state
+        if state.lifecycle in ("archived", "deleted"):
+            return False
+        async with self.lock:  # decided under the lock a round is opened under
+            had_work = self.running or bool(state.mailbox)
             first: list[Event] = []
             if state.mailbox and how == "stop":
                 first.append(
@@ -285,22 +308,20 @@ class SessionActor:
             elif state.mailbox:
                 first.append(MailboxDiscarded(count=len(state.mailbox)))
             first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
-            with trio.CancelScope(shield=True):
-                await self.emit(*first)
-                if self._turn_scope is not None:
-                    self._turn_scope.cancel()
-                if self.run_ended is not None:
-                    await self.run_ended.wait()
-                await self.kill_process_groups(grace)
-                async with self.lock:
-                    if how == "stop":
-                        await self._append(SessionStopped())
-                    else:  # messages that arrived during the archive are discarded too, logged
-                        late = len(state.mailbox)
-                        discarded = [MailboxDiscarded(count=late)] if late else []
-                        await self._append(*discarded, SessionArchived())
-        finally:
-            self.stopping = False
+            await self._append(*first)
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+        if self.run_ended is not None:
+            await self.run_ended.wait()
+        await self.kill_process_groups(grace)
+        async with self.lock:
+            if how == "stop":
+                await self._append(SessionStopped())
+            else:  # messages that arrived during the archive are discarded too, logged
+                late = len(state.mailbox)
+                await self._append(
+                    *([MailboxDiscarded(count=late)] if late else []), SessionArchived()
+                )
         return had_work
 
     async def kill_process_groups(self, grace: float) -> None:

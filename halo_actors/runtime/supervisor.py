@@ -226,10 +226,22 @@ class Supervisor:
         self._changed = trio.Event()
 
     async def wait_idle(self, session_id: str) -> None:
-        """Until no run is active in ``session_id``'s subtree and none is still reporting
-        (a final report sent after its run ended starts the parent's next run)."""
-        while any(self.is_running(s) or s in self._run_tasks for s in self.subtree(session_id)):
+        """Until nothing happens in ``session_id``'s subtree: no run, no run still reporting
+        (a final report sent after its run ended starts the parent's next run), and no
+        stop/archive cascade (one asked for by a tool call outlives that call)."""
+        while any(map(self._busy, self.subtree(session_id))):
             await self._changed.wait()
+
+    async def wait_all_idle(self) -> None:
+        """Until nothing happens in any session (every tree is idle at once)."""
+        while any(map(self._busy, list(self._actors))):
+            await self._changed.wait()
+
+    def _busy(self, session_id: str) -> bool:
+        actor = self._actors.get(session_id)
+        return actor is not None and (
+            actor.running or actor.stopping or session_id in self._run_tasks
+        )
 
     async def _run_task(self, actor: SessionActor, compact_first: bool) -> None:
         try:
@@ -475,7 +487,7 @@ class Supervisor:
             return False
         actors = [self._actors[s] for s in self.subtree(target)]
         for actor in actors:
-            actor.stopping = True
+            actor.aborts_pending += 1
         results: list[bool] = []
 
         async def abort_one(actor: SessionActor) -> None:
