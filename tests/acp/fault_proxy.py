@@ -32,6 +32,7 @@ class Seen:
     """As the adapter sent them (lower-case names)."""
     at: float
     """``trio.current_time()`` when the head arrived."""
+    body: bytes = b""
 
     @property
     def route(self) -> str:
@@ -147,11 +148,11 @@ class FaultProxy:
                         break
                     method, path, lines = head
                     headers = dict(_header(line) for line in lines)
-                    self.seen.append(Seen(method, path, headers, trio.current_time()))
+                    at = trio.current_time()
+                    size = int(headers.get("content-length", 0))
+                    body = await _read_exactly(client, buffer, size)
+                    self.seen.append(Seen(method, path, headers, at, body))
                     self._changed()
-                    body = await _read_exactly(
-                        client, buffer, int(headers.get("content-length", 0))
-                    )
                     rule = self._take(path.split("?", 1)[0])
                     if rule is not None and rule.action == "refuse":
                         break
