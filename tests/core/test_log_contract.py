@@ -619,3 +619,22 @@ async def test_appends_cancelled_while_committing_are_stored_iff_returned(event_
         assert seqs(await event_log.read()) == list(range(1, len(stored) + 1))
         follow = await event_log.append("a", text("after"))
         assert follow[0].seq == len(stored) + 1
+
+
+HUGE = 10**30
+"""Past any 64-bit integer: SQLite cannot even bind it."""
+
+
+async def test_bounds_past_any_seq_or_time_read_as_their_edge(event_log: Log) -> None:
+    with trio.fail_after(BUDGET):
+        stored = await event_log.append("a", text("one"), text("two"))
+        assert await event_log.read(after_seq=HUGE) == []
+        assert await event_log.read(after_seq=-HUGE, until_seq=HUGE, limit=HUGE) == stored
+        assert await event_log.read(EventFilter(since_ts=HUGE)) == []
+        async with event_log.subscribe(after_seq=-HUGE) as subscription:
+            got = []
+            async for record in subscription:
+                got.append(record)
+                if len(got) == 2:
+                    break
+        assert got == stored

@@ -284,14 +284,22 @@ class SqliteEventLog(LogBase):
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int64(value: int) -> int:
+    """SQLite integers are 64-bit; a bound past that range means the same as its edge."""
+    return min(max(value, _INT64[0]), _INT64[1])
+
+
 def _select(
     flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
 ) -> tuple[str, list[object]]:
     where: list[str] = ["seq > ?"]
-    params: list[object] = [after_seq]
+    params: list[object] = [_int64(after_seq)]
     if until_seq is not None:
         where.append("seq <= ?")
-        params.append(until_seq)
+        params.append(_int64(until_seq))
     if flt.session_id is not None:
         where.append("session_id = ?")
         params.append(flt.session_id)
@@ -300,11 +308,11 @@ def _select(
         params.append(flt.tree)
     if flt.since_ts is not None:
         where.append("ts >= ?")
-        params.append(flt.since_ts)
+        params.append(_int64(flt.since_ts))
     if flt.kinds is not None:
         where.append(f"kind IN ({','.join('?' * len(flt.kinds))})")
         params.extend(sorted(flt.kinds))
     sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq"
     if limit is not None:
-        sql += f" LIMIT {int(limit)}"
+        sql += f" LIMIT {_int64(int(limit))}"
     return sql, list(params)

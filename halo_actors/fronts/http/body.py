@@ -86,10 +86,14 @@ def check_chat(body: ChatBody) -> None:
         raise ApiError(400, f"too many images (at most {MAX_IMAGES})")
 
 
+MAX_DIGITS = 18
+"""Longest integer parameter: 18 digits always fit the log's signed 64-bit integers."""
+
+
 def digits(value: str | None, name: str) -> int | None:
-    """A non-negative integer query parameter: digits only, empty means absent."""
+    """A non-negative integer query parameter: 1 to 18 ASCII digits; empty means absent."""
     if value is None or value == "":
         return None
-    if not (value.isascii() and value.isdigit()) or len(value) > 19:
+    if not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
         raise ApiError(400, f"Invalid {name}")
     return int(value)

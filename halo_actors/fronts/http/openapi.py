@@ -37,6 +37,10 @@ _INT: Final[Schema] = {"type": "integer", "minimum": 0}
 _NULL_STR: Final[Schema] = {"type": ["string", "null"]}
 
 
+def _nullable(schema: Schema) -> Schema:
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
 def _error(description: str) -> Schema:
     return {
         "description": description,
@@ -49,9 +53,10 @@ def _json(description: str, schema: Schema) -> Schema:
 
 
 def _sse(description: str) -> Schema:
+    """An SSE answer; as OpenAPI 3.1 reads it, ``schema`` describes each event."""
     return {
         "description": description,
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": _ref("SseEvent")}},
     }
 
 
@@ -65,14 +70,22 @@ def _param(name: str, where: str, description: str, schema: Schema = _STR) -> Sc
     }
 
 
-_DIGITS: Final[Schema] = {"type": "string", "pattern": "^[0-9]*$"}
+_DIGITS: Final[Schema] = {"type": "string", "pattern": "^[0-9]{0,18}$"}
+"""A non-negative integer parameter: up to 18 digits (so it fits a signed 64-bit integer)."""
+_WORKSPACE: Final[Schema] = {"type": "string", "pattern": "^/"}
+_SEGMENT = "[A-Za-z0-9_.-]{1,128}"
+_SESSION_ID: Final[Schema] = {"type": "string", "pattern": f"^{_SEGMENT}(>{_SEGMENT}){{0,31}}$"}
+"""Safe segments joined by ``>`` (``.`` and ``..`` are refused too, which a pattern
+without look-ahead cannot say)."""
 WORKSPACE_PARAMS: Final = [
-    _param("workspace", "query", "another workspace (full tokens only)"),
-    _param("x-workspace", "header", "another workspace (full tokens only)"),
+    _param("workspace", "query", "another workspace (full tokens only)", _WORKSPACE),
+    _param("x-workspace", "header", "another workspace (full tokens only)", _WORKSPACE),
 ]
 SESSION_PARAMS: Final = [
-    _param("sessionId", "query", "an explicit session id (safe id; owned unless full)"),
-    _param("x-session-id", "header", "an explicit session id"),
+    _param(
+        "sessionId", "query", "an explicit session id (safe id; owned unless full)", _SESSION_ID
+    ),
+    _param("x-session-id", "header", "an explicit session id", _SESSION_ID),
 ]
 COMMON_ERRORS: Final = {
     "400": _error("bad input: malformed body, unknown field, unsafe id, bad parameter"),
@@ -101,14 +114,16 @@ def _schemas() -> dict[str, Schema]:
             {
                 "message": _STR,
                 "images": {"type": "array", "items": _STR, "maxItems": 16},
-                "workspace": _NULL_STR,
-                "sessionId": _NULL_STR,
+                "workspace": _nullable(_WORKSPACE),
+                "sessionId": _nullable(_SESSION_ID),
                 "agentId": _NULL_STR,
             },
             ("message",),
         ),
-        "StopRequest": _obj({"workspace": _NULL_STR, "sessionId": _NULL_STR}),
-        "MintRequest": _obj({"workspace": _NULL_STR, "agentId": _NULL_STR}),
+        "StopRequest": _obj(
+            {"workspace": _nullable(_WORKSPACE), "sessionId": _nullable(_SESSION_ID)}
+        ),
+        "MintRequest": _obj({"workspace": _nullable(_WORKSPACE), "agentId": _NULL_STR}),
         **_answer_schemas(),
     }
 
@@ -148,13 +163,72 @@ def _answer_schemas() -> dict[str, Schema]:
             },
             ("id", "timestamp", "role", "text"),
         ),
-        "Frame": _obj({"type": {"enum": [*FRAME_TYPES, *FRAME_TYPES_MORE]}}, ("type",), extra=True),
+        "SseEvent": _obj(
+            {
+                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                "event": {"type": "string"},
+                "data": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": _ref("Frame"),
+                },
+            },
+            ("id", "data"),
+            extra=True,
+        ),
+        "Frame": {
+            "oneOf": [_ref(name) for name in FRAMES.values()],
+            "discriminator": {
+                "propertyName": "type",
+                "mapping": {kind: f"#/components/schemas/{name}" for kind, name in FRAMES.items()},
+            },
+        },
+        **_frame_schemas(),
+    }
+
+
+FRAMES: Final = {
+    "session": "SessionFrame",
+    "user": "UserFrame",
+    "thinking": "ThinkingFrame",
+    "stream": "StreamFrame",
+    "tool_call": "ToolCallFrame",
+    "tool_result": "ToolResultFrame",
+    "switch": "SwitchFrame",
+    "file": "FileFrame",
+    "queued": "QueuedFrame",
+    "complete": "CompleteFrame",
+    "error": "ErrorFrame",
+}
+"""Every frame type an SSE stream carries, and its schema's name."""
+
+
+def _frame_schemas() -> dict[str, Schema]:
+    def frame(kind: str, props: dict[str, Schema] | None = None) -> Schema:
+        fields = props or {}
+        return _obj({"type": {"const": kind}, **fields}, ("type", *fields))
+
+    return {
+        "SessionFrame": frame("session", {"sessionId": _STR}),
+        "UserFrame": frame("user", {"text": _STR}),
+        "ThinkingFrame": frame("thinking", {"text": _STR}),
+        "StreamFrame": frame("stream", {"text": _STR}),
+        "ToolCallFrame": frame(
+            "tool_call", {"toolName": _STR, "toolUseId": _STR, "toolInput": {"type": "object"}}
+        ),
+        "ToolResultFrame": frame(
+            "tool_result",
+            {"toolName": _STR, "toolUseId": _STR, "result": {"type": "string", "maxLength": 500}},
+        ),
+        "SwitchFrame": frame("switch", {"sessionId": _STR}),
+        "FileFrame": frame("file", {"path": _STR, "url": _STR}),
+        "QueuedFrame": frame("queued"),
+        "CompleteFrame": frame("complete"),
+        "ErrorFrame": frame("error", {"error": _STR}),
     }
 
 
 TARGET_PARAMS: Final = [*WORKSPACE_PARAMS, *SESSION_PARAMS]
-FRAME_TYPES: Final = ("session", "user", "thinking", "stream", "tool_call", "tool_result")
-FRAME_TYPES_MORE: Final = ("switch", "file", "queued", "complete", "error")
 
 
 def _writing_paths() -> dict[str, Schema]:
@@ -229,7 +303,12 @@ def _reading_paths() -> dict[str, Schema]:
                     "404": _error("file not found (or a dangling symlink)"),
                 },
                 parameters=[
-                    {"name": "path", "in": "query", "required": True, "schema": _STR},
+                    {
+                        "name": "path",
+                        "in": "query",
+                        "required": True,
+                        "schema": {"type": "string", "minLength": 1},
+                    },
                     *WORKSPACE_PARAMS,
                 ],
             )
