@@ -18,7 +18,7 @@ from typing import Literal, Protocol
 import msgspec
 import trio
 
-from ..core.conversation import Message
+from ..core.conversation import CHARS_PER_TOKEN, Message, message_chars
 from ..core.errors import HaloError
 from ..core.events import RoundKind
 from ..tools.base import ToolSpec
@@ -104,5 +104,6 @@ async def open_stream(
 
 
 def estimate_tokens(messages: tuple[Message, ...] | list[Message]) -> int:
-    """A cheap, deterministic size estimate (about four characters a token)."""
-    return sum(len(msgspec.json.encode(m)) for m in messages) // 4
+    """A cheap, deterministic size estimate (about four characters a token). A session's
+    state keeps the same figure up to date as it changes (``SessionState.context_chars``)."""
+    return sum(map(message_chars, messages)) // CHARS_PER_TOKEN

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import msgspec
@@ -105,7 +106,7 @@ class ScriptedModel:
     def script_for(self, agent_id: str) -> Script:
         return self._scripts.get(agent_id, self._fallback)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         script = self.script_for(request.agent_id)
         if request.purpose == "compact":
             yield TextDelta(script.summary.format(count=len(request.messages)))
@@ -117,10 +118,11 @@ class ScriptedModel:
         if request.step >= len(steps):
             yield Stop("end_turn")
             return
-        async for item in self._play(request, steps[request.step]):
-            yield item
+        async with aclosing(self._play(request, steps[request.step])) as played:
+            async for item in played:
+                yield item
 
-    async def _play(self, request: ModelRequest, step: Step) -> AsyncIterator[ModelEvent]:
+    async def _play(self, request: ModelRequest, step: Step) -> AsyncGenerator[ModelEvent, None]:
         if step.thinking:
             yield ThinkingDelta(step.thinking)
         for piece in _chunks(step.text, step.chunk):

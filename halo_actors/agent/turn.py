@@ -35,7 +35,7 @@ from ..core.events import (
     ToolReturned,
     UsageReported,
 )
-from ..tools.base import Tool, ToolContext, call_tool
+from ..tools.base import Tool, ToolContext, ToolSpec, call_tool
 from .model import (
     Model,
     ModelFailed,
@@ -82,6 +82,8 @@ class TurnHost(Protocol):
 class TurnSetup:
     model: Model
     tools: Mapping[str, Tool]
+    specs: tuple[ToolSpec, ...]
+    """What the model is told about ``tools`` (built once per tool set, not per call)."""
     tool_context: ToolContext
     system: str = ""
     max_steps: int = 50
@@ -98,14 +100,13 @@ class _Reply(msgspec.Struct):
 
 async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
     """Run one turn; returns the stop reason (``end_turn``, ``interrupted``, ``error``, …)."""
-    specs = tuple(tool.spec() for tool in setup.tools.values())
     for step in range(setup.max_steps):
         request = ModelRequest(
             session_id=host.session_id,
             agent_id=host.agent_id,
             system=setup.system,
             messages=tuple(repair(host.conversation())),
-            tools=specs,
+            tools=setup.specs,
             round=round,
             step=step,
         )

@@ -61,3 +61,19 @@ def user_text(text: str, images: tuple[str, ...] = ()) -> Message:
     blocks: list[Block] = [TextBlock(text=text)]
     blocks.extend(ImageBlock(data=i) for i in images)
     return Message(role="user", content=tuple(blocks))
+
+
+CHARS_PER_TOKEN = 4
+"""The size estimate's rule of thumb."""
+
+MESSAGE_OVERHEAD_CHARS = 24
+"""What a message adds around its blocks in a model request (role, brackets)."""
+
+
+def block_chars(block: Block) -> int:
+    """Characters ``block`` takes in a model request (its JSON form)."""
+    return len(msgspec.json.encode(block))
+
+
+def message_chars(message: Message) -> int:
+    return MESSAGE_OVERHEAD_CHARS + sum(map(block_chars, message.content))

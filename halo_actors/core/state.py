@@ -18,7 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .conversation import Message, TextBlock, ToolResultBlock, user_text
+from .conversation import (
+    CHARS_PER_TOKEN,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    block_chars,
+    message_chars,
+    user_text,
+)
 from .events import (
     AgentStarted,
     AssistantReplied,
@@ -92,6 +100,10 @@ class SessionState:
     """Assistant text of the last completed turn that produced any."""
     parked_folds: list[str] = field(default_factory=list)
     final_reports: int = 0
+    context_chars: int = 0
+    """Size of ``messages`` in a model request, kept up to date by :meth:`apply`."""
+    _pending_tools: dict[str, UiEntry] = field(default_factory=dict)
+    """UI tool rows still waiting for output, by call id, oldest first."""
 
     def apply(self, record: Record) -> None:
         self.last_seq = record.seq
@@ -112,16 +124,19 @@ class SessionState:
             case AssistantReplied() as e:
                 self._assistant(e, record)
             case ToolCalled() as e:
-                self.ui.append(
-                    UiEntry(
-                        "tool",
-                        seq=record.seq,
-                        ts=record.ts,
-                        tool_name=e.tool_name,
-                        tool_use_id=e.tool_use_id,
-                        tool_input=e.tool_input,
-                    )
+                row = UiEntry(
+                    "tool",
+                    seq=record.seq,
+                    ts=record.ts,
+                    tool_name=e.tool_name,
+                    tool_use_id=e.tool_use_id,
+                    tool_input=e.tool_input,
                 )
+                self.ui.append(row)
+                key = e.tool_use_id
+                if not key or key in self._pending_tools:  # no id, or a repeated one
+                    key = f"\0{record.seq}"
+                self._pending_tools[key] = row
             case ToolReturned() as e:
                 self._tool_result(e)
             case ErrorRaised() as e:
@@ -140,6 +155,7 @@ class SessionState:
             case Compacted() as e:
                 summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
                 self.messages[: e.replaced] = [summary]
+                self.context_chars = sum(map(message_chars, self.messages))
             case ReportSent() as e if e.kind == "final":
                 self.final_reports += 1
             case SessionStopped():
@@ -161,7 +177,7 @@ class SessionState:
 
     def _start_round(self, e: RoundStarted, record: Record) -> None:
         del self.mailbox[: e.drained]
-        self.messages.append(user_text(e.text, e.images))
+        self._add_message(user_text(e.text, e.images))
         self.ui.append(UiEntry("user", e.text, record.seq, record.ts))
         self.resumed_after_interrupt = e.resumed_after_interrupt
         self.round_sources = e.from_session_ids
@@ -170,7 +186,7 @@ class SessionState:
         self.lifecycle = "live" if self.lifecycle == "stopped" else self.lifecycle
 
     def _assistant(self, e: AssistantReplied, record: Record) -> None:
-        self.messages.append(Message(role="assistant", content=e.content))
+        self._add_message(Message(role="assistant", content=e.content))
         text = "".join(b.text for b in e.content if isinstance(b, TextBlock))
         if text:
             self.turn_output += text
@@ -181,14 +197,23 @@ class SessionState:
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role == "user" and _only_results(last):
             self.messages[-1] = Message(role="user", content=(*last.content, block))
+            self.context_chars += block_chars(block)
         else:
-            self.messages.append(Message(role="user", content=(block,)))
+            self._add_message(Message(role="user", content=(block,)))
         shown = e.ui_result if e.ui_result is not None else e.result
-        pending = [u for u in self.ui if u.kind == "tool" and u.output is None]
-        by_id = [u for u in pending if e.tool_use_id and u.tool_use_id == e.tool_use_id]
-        target = next(iter(by_id or pending), None)
-        if target is not None:
-            target.output = shown
+        pending = self._pending_tools
+        key = e.tool_use_id if e.tool_use_id in pending else next(iter(pending), None)
+        if key is not None:
+            pending.pop(key).output = shown
+
+    def _add_message(self, message: Message) -> None:
+        self.messages.append(message)
+        self.context_chars += message_chars(message)
+
+    @property
+    def estimated_tokens(self) -> int:
+        """The model-request size of the conversation, as ``estimate_tokens`` counts it."""
+        return self.context_chars // CHARS_PER_TOKEN
 
     def _complete_turn(self) -> None:
         self.turn_open = False
@@ -209,7 +234,7 @@ class SessionState:
         if self.turn_open or self.is_compacting:
             return
         for text in self.parked_folds:
-            self.messages.append(user_text(text))
+            self._add_message(user_text(text))
             self.ui.append(UiEntry("user", text))
         self.parked_folds.clear()
 

@@ -44,6 +44,6 @@ def interim_report(output: str, limit: int) -> str:
     return f"{INTERIM_HEADER}\n{cap(output, limit)}\n\n{INTERIM_FOOTER}"
 
 
-def final_report(output: str, limit: int, siblings_running: int) -> str:
+def final_report(output: str, limit: int, siblings_running: bool) -> str:
     body = f"{FINAL_HEADER}\n{cap(output, limit) if output else '(no text output)'}"
     return f"{body}\n\n{SIBLINGS_RUNNING}" if siblings_running else body

@@ -167,12 +167,20 @@ class SessionActor:
         return True
 
     async def close_run(self, why: str) -> None:
-        """End a run that did not finish normally; closes an open turn. Caller shields."""
-        if self.state.turn_open:
-            await self.emit(*closing_events(self.state, why))
-        ended, self.run_ended = self.run_ended, None
-        if ended is not None:
-            ended.set()
+        """End a run that did not finish normally; closes an open turn. Caller shields.
+
+        The run ends even if its closing records cannot be written (a failed store, the
+        caller's deadline): a session must never stay "running" with no task behind it.
+        """
+        try:
+            if self.state.turn_open:
+                await self.emit(*closing_events(self.state, why))
+        except Exception:
+            self.logger.exception("closing_records_lost")
+        finally:
+            ended, self.run_ended = self.run_ended, None
+            if ended is not None:
+                ended.set()
 
     async def open_round(self, kind: RoundKind) -> RoundStarted | None:
         """Splice the whole mailbox into the next round, or end the run if there is no work."""

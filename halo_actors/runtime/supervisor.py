@@ -33,7 +33,6 @@ from ..agent.model import (
     RoundInfo,
     Stop,
     TextDelta,
-    estimate_tokens,
     open_stream,
 )
 from ..agent.turn import TurnSetup
@@ -52,9 +51,9 @@ from ..core.log import EventLog
 from ..core.state import SessionState
 from ..tools.base import Delivery, ToolContext
 from ..tools.files import Workspace
-from ..tools.registry import tools_for
+from ..tools.registry import toolset
 from ..tools.shell import ShellLimits
-from .profiles import AgentProfile, Profiles
+from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Mode, SessionActor, closing_events
 
@@ -81,6 +80,8 @@ class Supervisor:
         """Set (and replaced) whenever a run starts or ends; waiters re-check their condition."""
         self._run_tasks: dict[str, int] = {}
         """Live run tasks per session: a run's task outlives the run by its report up the tree."""
+        self._runs_below: dict[str, int] = {}
+        """Runs in progress strictly below each session (absent: none), for reports."""
 
     # --- lookup -----------------------------------------------------------------
 
@@ -216,8 +217,10 @@ class Supervisor:
         return await self.send(target, text, source=source, mode="hard")
 
     def _start_run(self, actor: SessionActor, compact_first: bool = False) -> None:
+        """Start the task of a run the caller just claimed (``actor.claim_run()``)."""
         sid = actor.session_id
         self._run_tasks[sid] = self._run_tasks.get(sid, 0) + 1
+        self._count_run(sid, +1)
         self._nursery.start_soon(self._run_task, actor, compact_first)
         self._notify()
 
@@ -256,11 +259,11 @@ class Supervisor:
     # --- the run -----------------------------------------------------------------
 
     async def _run(self, actor: SessionActor, compact_first: bool) -> None:
-        """Supervise one run: a crash is logged and closes the turn, never the runtime."""
+        """Supervise one run: a crash is logged and closes the turn, never the runtime.
+        A crashed run still reports up: its parent may be waiting for it."""
         finished = False
         try:
-            profile = self._profile(actor.agent_id)
-            await self._drive(actor, profile, compact_first)
+            await self._drive(actor, self._profile(actor.agent_id), compact_first)
             finished = True
         except Exception:
             log.exception("run_crashed", session_id=actor.session_id)
@@ -268,9 +271,21 @@ class Supervisor:
             if not finished:  # crashed, or cancelled by a shutdown
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
                     await actor.close_run("the runtime stopped this run")
+            self._count_run(actor.session_id, -1)
             self._notify()
         if not actor.stopping:
-            await self._report_run_end(actor, profile)
+            await self._report_run_end(actor)
+
+    def _count_run(self, session_id: str, delta: int) -> None:
+        """Keep ``_runs_below`` (runs under each ancestor) as a run starts (+1) or ends (-1)."""
+        above = ids.parent_of(session_id)
+        while above is not None:
+            count = self._runs_below.get(above, 0) + delta
+            if count:
+                self._runs_below[above] = count
+            else:
+                del self._runs_below[above]
+            above = ids.parent_of(above)
 
     async def _drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         if compact_first:
@@ -290,7 +305,7 @@ class Supervisor:
         if not actor.stopping:
             with trio.CancelScope(shield=True):
                 await self._report_turn_end(actor, profile, reason)
-                over = estimate_tokens(actor.state.messages) > profile.limits.compress_at
+                over = actor.state.estimated_tokens > profile.limits.compress_at
                 if over or actor.compact_requested:
                     await self._compact(actor, profile)
         return reason
@@ -310,9 +325,11 @@ class Supervisor:
             turn=actor,
             shell=shell,
         )
+        tools = toolset(tuple(profile.tools))
         return TurnSetup(
             model=self.model,
-            tools=tools_for(profile.tools),
+            tools=tools.tools,
+            specs=tools.specs,
             tool_context=context,
             system=profile.system,
             max_steps=limits.max_steps,
@@ -320,7 +337,7 @@ class Supervisor:
         )
 
     async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
-        if estimate_tokens(actor.state.messages) > profile.limits.compress_at:
+        if actor.state.estimated_tokens > profile.limits.compress_at:
             await self._compact(actor, profile)
         return actor.state.interrupt_requested
 
@@ -393,24 +410,21 @@ class Supervisor:
                 interim_report(state.turn_output, profile.limits.report_cap),
             )
 
-    async def _report_run_end(self, actor: SessionActor, profile: AgentProfile) -> None:
+    async def _report_run_end(self, actor: SessionActor) -> None:
         state = actor.state
         parent = state.parent_id
         if parent is None or state.lifecycle != "live":
             return
-        cap = profile.limits.report_cap
+        profile = self.profiles.get(actor.agent_id)
+        cap = (profile or DEFAULT_PROFILE).limits.report_cap
+        sid = actor.session_id
         # A descendant whose run task is still alive may be about to report to us.
-        busy = [c for c in self.subtree(actor.session_id)[1:] if c in self._run_tasks]
-        if not busy:
+        if not any(c in self._run_tasks for c in self.subtree(sid)[1:]):
             # A sibling counts while anything in its subtree runs: an idle sibling waiting
             # on its own sub-session has not sent its final report yet.
-            siblings = [
-                c
-                for c in self.children(parent)
-                if c != actor.session_id and any(map(self.is_running, self.subtree(c)))
-            ]
+            siblings_busy = self._runs_below.get(parent, 0) > self._runs_below.get(sid, 0)
             await self._report(
-                actor, parent, "final", final_report(state.last_output, cap, len(siblings))
+                actor, parent, "final", final_report(state.last_output, cap, siblings_busy)
             )
         elif actor.answered_parent:
             await self._report(actor, parent, "interim", interim_report(state.last_output, cap))

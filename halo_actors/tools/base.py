@@ -88,11 +88,14 @@ class Tool:
     description: str
     input_schema: dict[str, object]
     invoke: Invoke
+    spec: ToolSpec = field(init=False, compare=False)
+    """What a model is told about this tool; built once (a model call reuses it)."""
 
-    def spec(self) -> ToolSpec:
-        return ToolSpec(
+    def __post_init__(self) -> None:
+        spec = ToolSpec(
             name=self.name, description=self.description, input_schema=self.input_schema
         )
+        object.__setattr__(self, "spec", spec)
 
 
 def define_tool(

@@ -5,10 +5,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ..core.errors import InvalidInput
-from .base import Tool
+from .base import Tool, ToolSpec
 from .builtin import CONTINUE_TASK, WORKSPACE_TOOLS
 from .sessions import SESSION_TOOLS
 
@@ -27,3 +29,18 @@ def tools_for(names: Iterable[str]) -> dict[str, Tool]:
         chosen[name] = tool
     chosen[CONTINUE_TASK.name] = CONTINUE_TASK
     return chosen
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """A profile's tools by name and what a model is told about them, built once."""
+
+    tools: Mapping[str, Tool]
+    specs: tuple[ToolSpec, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def toolset(names: tuple[str, ...]) -> Toolset:
+    """:func:`tools_for` ``names``, cached: tool sets are pure, a turn reuses its profile's."""
+    tools = tools_for(names)
+    return Toolset(tools, tuple(tool.spec for tool in tools.values()))

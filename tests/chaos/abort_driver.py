@@ -27,6 +27,7 @@ from pathlib import Path
 
 import trio
 
+from halo_actors.agent.model import estimate_tokens
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from halo_actors.core.conversation import ToolResultBlock
 from halo_actors.core.errors import SessionNotFound, SessionUnavailable
@@ -323,6 +324,10 @@ def check_invariants(sup: Supervisor, records: list[Record], outcome: Outcome) -
         check(not state.turn_open and not sup.is_running(sid), f"{sid}: a turn is still open")
         # the log rebuilds the live state
         check(replay(sid, mine) == state, f"{sid}: state rebuilt from the log differs")
+        check(
+            state.estimated_tokens == estimate_tokens(state.messages),
+            f"{sid}: the running size estimate drifted",
+        )
 
 
 def _check_no_resurrection(sid: str, events: list[object], check: object) -> None:

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 import trio
 
-from halo_actors.agent.model import ModelEvent, ModelRequest
+from halo_actors.agent.model import ModelEvent, ModelRequest, estimate_tokens
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from halo_actors.core.conversation import Message, ToolResultBlock
 from halo_actors.core.events import Event, Record, RoundStarted, ToolReturned, TurnCompleted
@@ -117,7 +117,9 @@ class Runtime:
         raise AssertionError("the subscription ended")  # pragma: no cover
 
     async def assert_replay_matches(self, session_id: str) -> None:
-        assert replay(session_id, await self.records(session_id)) == self.sup.state(session_id)
+        live = self.sup.state(session_id)
+        assert replay(session_id, await self.records(session_id)) == live
+        assert live.estimated_tokens == estimate_tokens(live.messages)  # kept up to date
 
 
 @asynccontextmanager

@@ -367,7 +367,7 @@ async def test_errors_never_show_the_absolute_workspace_path(
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_TOOLS))
 def test_every_tool_schema_is_an_object_with_properties_and_required(name: str) -> None:
-    spec = BUILTIN_TOOLS[name].spec()
+    spec = BUILTIN_TOOLS[name].spec
     schema = spec.input_schema
     assert spec.name == name and spec.description
     assert schema["type"] == "object"
@@ -378,7 +378,7 @@ def test_every_tool_schema_is_an_object_with_properties_and_required(name: str) 
 
 
 def test_schemas_require_exactly_the_arguments_without_defaults() -> None:
-    required = {name: tool.spec().input_schema["required"] for name, tool in BUILTIN_TOOLS.items()}
+    required = {name: tool.spec.input_schema["required"] for name, tool in BUILTIN_TOOLS.items()}
     assert required == {
         "shell_exec": ["command"],
         "file_read": ["path"],
