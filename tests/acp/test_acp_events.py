@@ -120,7 +120,7 @@ async def test_switch_frames_and_keepalives_are_dropped(rig: Rig) -> None:
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
             switched = await agent.prompt(session_id, "/session new")
-            slow = await agent.prompt(session_id, "run sleep 1")
+            slow = await agent.prompt(session_id, "run sleep 0.6")
     assert switched["result"] == slow["result"] == END_TURN
     assert rig.proxy.keepalives >= 1  # the server sent some while the command ran
     # `/session new` answered session, switch, complete: nothing to show
@@ -132,5 +132,5 @@ async def test_switch_frames_and_keepalives_are_dropped(rig: Rig) -> None:
         "agent_message_chunk",
     ]
     assert agent.text(session_id) == (
-        "Running `sleep 1`.\nThe command finished; its output is above."
+        "Running `sleep 0.6`.\nThe command finished; its output is above."
     )

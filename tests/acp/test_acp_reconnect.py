@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import trio
 from acp_harness import Rig
 from web_client import SseStream, wait_until
@@ -40,7 +42,7 @@ async def test_without_resume_a_gap_is_settled_with_the_whole_reply_behind_a_mar
     with trio.fail_after(15):
         async with rig.adapter(token=token) as agent:
             session_id = await agent.new_session()
-            request_id = await agent.start_prompt(session_id, "slow 30")
+            request_id = await agent.start_prompt(session_id, "slow 20")
             await rig.proxy.wait_requests("/api/web/subscribe")
             # while the re-attach waits, the turn streams on: the adapter misses these
             async with rig.harness.client(token) as observer:
@@ -54,7 +56,7 @@ async def test_without_resume_a_gap_is_settled_with_the_whole_reply_behind_a_mar
     assert answer["result"] == END_TURN
     text = agent.text(session_id)
     assert text.startswith("1\n2\n")
-    assert text.endswith(MARKER + _numbers(30))
+    assert text.endswith(MARKER + _numbers(20))
     assert text.count(MARKER) == 1
 
 
@@ -85,10 +87,10 @@ async def test_a_reattach_that_delivers_frames_resets_the_failure_budget(rig: Ri
     with trio.fail_after(20):
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
-            answer = await agent.prompt(session_id, "slow 30")
+            answer = await agent.prompt(session_id, "slow 20")
     assert answer["result"] == END_TURN
     assert rig.proxy.cuts == 8  # more drops than the budget of 5, each after some progress
-    assert agent.text(session_id) == _numbers(30)
+    assert agent.text(session_id) == _numbers(20)
 
 
 async def test_five_failed_reattaches_in_a_row_end_the_turn_with_connection_lost(
@@ -97,15 +99,15 @@ async def test_five_failed_reattaches_in_a_row_end_the_turn_with_connection_lost
     rig.proxy.cut("/api/web/chat", after_frames=4)
     rig.proxy.refuse("/api/web/subscribe", times=-1)
     with trio.fail_after(15):
-        async with rig.adapter("--reconnect-delay", "0.05") as agent:
+        async with rig.adapter("--reconnect-delay", "0.03") as agent:
             session_id = await agent.new_session()
             answer = await agent.prompt(session_id, "slow 30")
     assert answer["result"] == END_TURN
     assert agent.text(session_id) == "1\n2\n[adapter error] connection lost"
     attempts = [seen.at for seen in rig.proxy.requests("/api/web/subscribe")]
     assert len(attempts) == 5
-    gaps = [later - earlier for earlier, later in zip(attempts, attempts[1:], strict=False)]
-    for gap, backoff in zip(gaps, (0.1, 0.2, 0.4, 0.8), strict=True):
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    for gap, backoff in zip(gaps, (0.06, 0.12, 0.24, 0.48), strict=True):
         assert gap >= backoff  # each wait doubles (lower bounds only: the machine may be slow)
     assert rig.proxy.requests("/api/web/history") == []
 
@@ -152,12 +154,12 @@ async def test_a_tool_result_whose_call_was_missed_arrives_as_a_self_contained_c
     with trio.fail_after(15):
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
-            request_id = await agent.start_prompt(session_id, "run sleep 1.5")
+            request_id = await agent.start_prompt(session_id, "run sleep 1")
             await rig.proxy.wait_requests("/api/web/subscribe")
             sup = await rig.sup()
             await wait_until(
                 lambda: any(u.kind == "tool" for u in sup.state(session_id).ui)
-            )  # the call is logged; its result is 1.5 s away
+            )  # the call is logged; its result is 1 s away
             held.gate.set()
             answer = await agent.answer(request_id)
     assert answer["result"] == END_TURN
