@@ -38,3 +38,14 @@ async def test_an_18_digit_resume_id_replays_nothing_and_answers_idle(harness: H
                 client, "GET", "/api/web/subscribe", headers={"last-event-id": "9" * 18}
             )
     assert read.types() == ["session", "complete"]
+
+
+async def test_a_plain_get_of_the_websocket_route_is_a_documented_426(harness: Harness) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            resp = await client.get("/api/web/ws")
+            doc = (await client.get("/api/openapi.json")).json()
+    assert resp.status_code == 426
+    assert resp.json() == {"error": "this route needs a WebSocket upgrade"}
+    assert resp.headers["upgrade"] == "websocket"
+    assert "426" in doc["paths"]["/api/web/ws"]["get"]["responses"]

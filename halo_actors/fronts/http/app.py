@@ -20,7 +20,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import WebSocketRoute
+from starlette.routing import Route, WebSocketRoute
 
 from ...agent.model import Model
 from ...core.errors import HaloError
@@ -108,9 +108,14 @@ async def _internal(request: Request, exc: Exception) -> Response:
 def build_app(front: Front) -> Starlette:
     from .openapi import openapi_route
     from .routes import ROUTES
-    from .ws import push
+    from .ws import push, upgrade_required
 
-    routes = [*ROUTES, openapi_route(), WebSocketRoute("/api/web/ws", push)]
+    routes = [
+        *ROUTES,
+        openapi_route(),
+        WebSocketRoute("/api/web/ws", push),
+        Route("/api/web/ws", upgrade_required, methods=["GET"]),
+    ]
     app = Starlette(
         routes=routes,
         middleware=[

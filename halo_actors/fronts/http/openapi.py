@@ -72,11 +72,15 @@ def _param(name: str, where: str, description: str, schema: Schema = _STR) -> Sc
 
 _DIGITS: Final[Schema] = {"type": "string", "pattern": "^[0-9]{0,18}$"}
 """A non-negative integer parameter: up to 18 digits (so it fits a signed 64-bit integer)."""
-_WORKSPACE: Final[Schema] = {"type": "string", "pattern": "^/"}
+_WORKSPACE: Final[Schema] = {"type": "string", "pattern": "^$|^/"}
+"""An absolute path; empty counts as absent (as for every override)."""
 _SEGMENT = "[A-Za-z0-9_.-]{1,128}"
-_SESSION_ID: Final[Schema] = {"type": "string", "pattern": f"^{_SEGMENT}(>{_SEGMENT}){{0,31}}$"}
-"""Safe segments joined by ``>`` (``.`` and ``..`` are refused too, which a pattern
-without look-ahead cannot say)."""
+_SESSION_ID: Final[Schema] = {
+    "type": "string",
+    "pattern": f"^$|^{_SEGMENT}(>{_SEGMENT}){{0,31}}$",
+}
+"""Safe segments joined by ``>``, or empty (absent). ``.`` and ``..`` are refused too,
+which a pattern without look-ahead cannot say."""
 WORKSPACE_PARAMS: Final = [
     _param("workspace", "query", "another workspace (full tokens only)", _WORKSPACE),
     _param("x-workspace", "header", "another workspace (full tokens only)", _WORKSPACE),
@@ -317,7 +321,10 @@ def _reading_paths() -> dict[str, Schema]:
             "get": _op(
                 "WebSocket push (upgrade): every client frame with its seq; complete frames "
                 "carry batchBoundary",
-                {"101": {"description": "switching protocols"}},
+                {
+                    "101": {"description": "switching protocols"},
+                    "426": _error("a plain HTTP request: this route needs a WebSocket upgrade"),
+                },
                 parameters=[_param("lastEventId", "query", "resume", _DIGITS), *target],
             )
         },

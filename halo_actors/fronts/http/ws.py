@@ -9,13 +9,15 @@ messages: a ``session`` frame, then every client frame of the session with its
 when false). The channel does not end at a ``complete``; it ends when the client
 closes (any code, 1006 included), when the listener overflows (close 1013 with the
 cursor to resume after), or when the server drains (close 1001). Inbound messages
-are ignored.
+are ignored. A plain HTTP ``GET`` of the route (no upgrade) is answered ``426``.
 """
 
 from __future__ import annotations
 
 import structlog
 import trio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...core.errors import HaloError, SubscriptionClosed, SubscriptionOverflow
@@ -30,6 +32,18 @@ from .streams import media_state_at
 log = structlog.get_logger("halo_actors.http")
 CLOSE_GOING_AWAY = 1001
 CLOSE_TRY_AGAIN = 1013
+
+
+UPGRADE_REQUIRED = "this route needs a WebSocket upgrade"
+
+
+async def upgrade_required(request: Request) -> Response:
+    """The route's plain-HTTP answer: it speaks WebSocket only."""
+    return JSONResponse(
+        {"error": UPGRADE_REQUIRED},
+        status_code=426,
+        headers={"upgrade": "websocket", "connection": "upgrade"},
+    )
 
 
 async def push(websocket: WebSocket) -> None:
