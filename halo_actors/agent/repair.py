@@ -71,3 +71,31 @@ def unanswered(messages: list[Message]) -> list[ToolUseBlock]:
         b.tool_use_id for m in messages for b in m.content if isinstance(b, ToolResultBlock)
     }
     return [u for m in messages for u in m.tool_uses() if u.id not in answered]
+
+
+class RepairCache:
+    """:func:`repair` of one growing conversation, re-checking only its new tail.
+
+    Valid because ``repair`` works message by message and only looks ahead from an
+    assistant message with tool calls to the message after it: a prefix that needed
+    no repair and does not end on such a message stays valid while nothing in it
+    changes. The caller says where the conversation was last edited in place.
+    """
+
+    __slots__ = ("_valid",)
+
+    def __init__(self) -> None:
+        self._valid = 0
+        """Leading messages known to need no repair."""
+
+    def view(self, messages: list[Message], edited_from: int) -> tuple[Message, ...]:
+        keep = min(self._valid, edited_from, len(messages))
+        tail = messages[keep:]
+        fixed = repair(tail)
+        if len(fixed) != len(tail) or any(a is not b for a, b in zip(fixed, tail, strict=True)):
+            self._valid = keep
+            return (*messages[:keep], *fixed)
+        last = messages[-1] if messages else None
+        open_calls = last is not None and last.role == "assistant" and bool(last.tool_uses())
+        self._valid = len(messages) - 1 if open_calls else len(messages)
+        return tuple(messages)

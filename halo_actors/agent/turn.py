@@ -54,7 +54,6 @@ from .repair import (
     STREAM_CUT_MARKER,
     UI_INTERRUPTED,
     UI_NOT_RUN,
-    repair,
 )
 
 CLEANUP_SECONDS = 5.0
@@ -71,7 +70,9 @@ class TurnHost(Protocol):
         """Append to the log and apply to the session state (atomic under cancellation)."""
         ...
 
-    def conversation(self) -> list[Message]: ...
+    def model_messages(self) -> tuple[Message, ...]:
+        """The conversation as a model sees it: repaired (every call has one result)."""
+        ...
 
     async def at_batch_boundary(self) -> bool:
         """Called after every batch; True means: end the turn here (soft interrupt)."""
@@ -105,7 +106,7 @@ async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
             session_id=host.session_id,
             agent_id=host.agent_id,
             system=setup.system,
-            messages=tuple(repair(host.conversation())),
+            messages=host.model_messages(),
             tools=setup.specs,
             round=round,
             step=step,

@@ -102,6 +102,8 @@ class SessionState:
     final_reports: int = 0
     context_chars: int = 0
     """Size of ``messages`` in a model request, kept up to date by :meth:`apply`."""
+    first_edit: int | None = field(default=None, compare=False)
+    """Lowest index of ``messages`` changed in place since a reader last took it."""
     _pending_tools: dict[str, UiEntry] = field(default_factory=dict)
     """UI tool rows still waiting for output, by call id, oldest first."""
 
@@ -155,6 +157,7 @@ class SessionState:
             case Compacted() as e:
                 summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
                 self.messages[: e.replaced] = [summary]
+                self.first_edit = 0
                 self.context_chars = sum(map(message_chars, self.messages))
             case ReportSent() as e if e.kind == "final":
                 self.final_reports += 1
@@ -198,6 +201,8 @@ class SessionState:
         if last is not None and last.role == "user" and _only_results(last):
             self.messages[-1] = Message(role="user", content=(*last.content, block))
             self.context_chars += block_chars(block)
+            edited = len(self.messages) - 1
+            self.first_edit = edited if self.first_edit is None else min(self.first_edit, edited)
         else:
             self._add_message(Message(role="user", content=(block,)))
         shown = e.ui_result if e.ui_result is not None else e.result

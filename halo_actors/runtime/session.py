@@ -28,7 +28,13 @@ import structlog
 import trio
 
 from ..agent.model import RoundInfo
-from ..agent.repair import INTERRUPTED_RESULT, UI_INTERRUPTED, UI_NOT_RUN, unanswered
+from ..agent.repair import (
+    INTERRUPTED_RESULT,
+    UI_INTERRUPTED,
+    UI_NOT_RUN,
+    RepairCache,
+    unanswered,
+)
 from ..agent.turn import TurnSetup, run_turn
 from ..core.conversation import Message
 from ..core.events import (
@@ -64,6 +70,7 @@ class SessionActor:
         "_log",
         "_logger",
         "_process_groups",
+        "_repair",
         "_turn_scope",
         "aborts_pending",
         "agent_id",
@@ -88,6 +95,7 @@ class SessionActor:
         """Stops/archives asked for and not finished; see :attr:`stopping`."""
         self._abort_lock: trio.Lock | None = None
         self._process_groups: set[int] | None = None
+        self._repair: RepairCache | None = None
         self.answered_parent = False
         """This run answered the parent and that answer has not been forwarded yet."""
         self.compact_requested = False
@@ -121,8 +129,13 @@ class SessionActor:
         for record in records:
             self.state.apply(record)
 
-    def conversation(self) -> list[Message]:
-        return self.state.messages
+    def model_messages(self) -> tuple[Message, ...]:
+        """The repaired conversation; only what changed since the last call is re-checked."""
+        state = self.state
+        edited, state.first_edit = state.first_edit, None
+        if self._repair is None:
+            self._repair = RepairCache()
+        return self._repair.view(state.messages, len(state.messages) if edited is None else edited)
 
     @property
     def stopping(self) -> bool:
@@ -351,8 +364,8 @@ class _Host:
     async def emit(self, *events: Event) -> None:
         await self._actor.emit(*events)
 
-    def conversation(self) -> list[Message]:
-        return self._actor.state.messages
+    def model_messages(self) -> tuple[Message, ...]:
+        return self._actor.model_messages()
 
     async def at_batch_boundary(self) -> bool:
         return await self._at_boundary()

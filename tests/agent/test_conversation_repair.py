@@ -12,7 +12,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from halo_actors.agent.repair import INTERRUPTED_RESULT, repair, unanswered
+from halo_actors.agent.repair import INTERRUPTED_RESULT, RepairCache, repair, unanswered
 from halo_actors.core.conversation import (
     Block,
     Message,
@@ -144,3 +144,22 @@ def test_repair_leaves_its_input_unchanged() -> None:
     repair(messages)
 
     assert messages == before
+
+
+@settings(max_examples=300)
+@given(conversations(), st.lists(st.integers(0, 40), max_size=8), st.data())
+def test_the_repair_cache_always_gives_what_a_full_repair_gives(
+    whole: list[Message], cuts: list[int], data: st.DataObject
+) -> None:
+    """Grow a conversation in pieces, sometimes editing a message in place (as a late
+    tool result or a compaction does); every view equals ``repair`` of the whole."""
+    cache = RepairCache()
+    grown: list[Message] = []
+    for cut in [*sorted(cuts), len(whole)]:
+        edited_from = len(grown)
+        grown.extend(whole[len(grown) : max(cut, len(grown))])
+        if grown and data.draw(st.booleans()):
+            index = data.draw(st.integers(0, len(grown) - 1))
+            grown[index] = Message(role="user", content=(TextBlock(text="edited"),))
+            edited_from = min(edited_from, index)
+        assert cache.view(grown, edited_from) == tuple(repair(grown))
