@@ -237,13 +237,14 @@ EXIT_WAIT = 5.0
 """Seconds the adapter gets to exit after its stdin closes, before it is killed."""
 
 
+ADAPTER = (sys.executable, "-m", "halo_actors", "acp")
+
+
 @asynccontextmanager
 async def open_adapter(
-    port: int, token: str | None, *args: str, stderr_path: Path, env: dict[str, str] | None = None
+    command: list[str], *, stderr_path: Path, env: dict[str, str] | None = None
 ) -> AsyncIterator[AdapterProcess]:
-    """``python -m halo_actors acp`` against 127.0.0.1:``port``; closed (and reaped) on exit."""
-    command = [sys.executable, "-m", "halo_actors", "acp", "--port", str(port)]
-    command += [*(["--token", token] if token else []), "--reconnect-delay", "0.05", *args]
+    """Run ``command`` (an adapter) with piped stdin/stdout; closed and reaped on exit."""
     with stderr_path.open("wb") as stderr:
         process = await trio.lowlevel.open_process(
             command,
@@ -303,8 +304,16 @@ class Rig:
         """
         port = self.harness.server.port if direct else self.proxy.port
         chosen = self.token() if token is None else token
+        command = [*ADAPTER, "--port", str(port), "--reconnect-delay", "0.05"]
+        command += [*(["--token", chosen] if chosen else []), *args]
+        return self.run(command, env)
+
+    def run(
+        self, command: list[str], env: dict[str, str] | None = None
+    ) -> AbstractAsyncContextManager[AdapterProcess]:
+        """Any adapter command line (e.g. one copied from the docs)."""
         stderr_path = self.tmp / f"adapter-{next(self._started)}.stderr"
-        return open_adapter(port, chosen, *args, stderr_path=stderr_path, env=env)
+        return open_adapter(command, stderr_path=stderr_path, env=env)
 
     async def sup(self) -> Supervisor:
         return await self.harness.sup()
