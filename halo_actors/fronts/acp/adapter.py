@@ -5,7 +5,8 @@ ACP sessionId == server session id) and at most one in-flight
 :class:`~.turn.PromptTurn` per session. A second prompt while one is in flight
 is refused with -32600; a prompt for a session neither created nor loaded here
 with -32602. Losing this state on restart is harmless: the conversation lives
-on the server, and ``session/load`` registers an id again. See ``docs/acp.md``.
+on the server, and ``session/load`` registers an id again. See ``docs/acp.md``
+and, for what the specification leaves open, ``docs/design/acp.md``.
 """
 
 from __future__ import annotations
