@@ -12,7 +12,9 @@ from typing import Literal
 import msgspec
 
 
-class _Block(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel"):
+class _Block(
+    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", gc=False
+):
     """Base of the content blocks (one tagged union)."""
 
 
@@ -45,7 +47,7 @@ class ToolResultBlock(_Block, frozen=True, tag="tool_result"):
 Block = TextBlock | ThinkingBlock | ImageBlock | ToolUseBlock | ToolResultBlock
 
 
-class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
     role: Literal["user", "assistant"]
     content: tuple[Block, ...]
 

@@ -34,8 +34,10 @@ class _Event(
     tag_field="type",
     rename="camel",
     omit_defaults=True,
+    gc=False,
 ):
-    """Base of every event kind."""
+    """Base of every event kind. Events are plain data (no reference cycles), so the
+    garbage collector need not track them (``gc=False``): a big log costs it nothing."""
 
 
 # --- frame-only client kinds (built by fronts, never stored) -------------------
@@ -259,7 +261,7 @@ def kind_of(event: Event) -> str:
     return event.__struct_config__.tag  # type: ignore[return-value]
 
 
-class Record(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class Record(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False):
     """A stored event: global sequence number, session, server time (ms), payload."""
 
     seq: int

@@ -122,6 +122,19 @@ class SessionActor:
     async def emit(self, *events: Event) -> None:
         async with self.lock:
             await self._append(*events)
+        self._drop_lock_if_idle()
+
+    def _drop_lock_if_idle(self) -> None:
+        """An idle session holds no lock (many sessions are idle); the next emit makes one.
+        Safe while nobody holds or waits for it: no one else keeps a reference to it."""
+        lock = self._emit_lock
+        if (
+            lock is not None
+            and self.run_ended is None
+            and not lock.locked()
+            and not lock.statistics().tasks_waiting
+        ):
+            self._emit_lock = None
 
     async def _append(self, *events: Event) -> None:
         """Caller holds ``_emit_lock``."""
@@ -223,6 +236,7 @@ class SessionActor:
             ended, self.run_ended = self.run_ended, None
         if ended is not None:
             ended.set()
+        self._drop_lock_if_idle()
         return None
 
     def next_round(self, kind: RoundKind) -> list[Event] | None:
@@ -347,6 +361,8 @@ class SessionActor:
 
     async def kill_process_groups(self, grace: float) -> None:
         groups, self._process_groups = self._process_groups or set(), None
+        if not groups:
+            return
         async with trio.open_nursery() as nursery:
             for pgid in groups:
                 nursery.start_soon(kill_process_group, pgid, grace)
