@@ -19,7 +19,7 @@ from typing import Literal
 
 import trio
 
-Action = Literal["refuse", "hold", "answer", "cut"]
+Action = Literal["refuse", "hold", "answer", "cut", "stall"]
 DATA = b"data: "
 
 
@@ -54,6 +54,9 @@ class Rule:
 @dataclass
 class _Relay:
     cut_after: int | None = None
+    stall: bool = False
+    """At the limit, go silent instead of closing."""
+    stalled: bool = False
     frames: int = 0
     tail: bytes = b""
 
@@ -68,7 +71,7 @@ class FaultProxy:
         self.port = 0
         self.seen: list[Seen] = []
         self.cuts = 0
-        """Streams cut so far."""
+        """Streams cut (or stalled) so far."""
         self.keepalives = 0
         """``: keepalive`` comments relayed so far (every connection)."""
         self.strip_last_event_id = False
@@ -89,6 +92,10 @@ class FaultProxy:
 
     def cut(self, route: str, after_frames: int, times: int = 1) -> Rule:
         return self._add(Rule(route, "cut", times, after_frames=after_frames))
+
+    def stall(self, route: str, after_frames: int, times: int = 1) -> Rule:
+        """Like ``cut``, but the connection stays open and silent (keepalives too)."""
+        return self._add(Rule(route, "stall", times, after_frames=after_frames))
 
     def clear(self) -> None:
         for rule in self._rules:
@@ -164,8 +171,10 @@ class FaultProxy:
                     if upstream is None:
                         upstream = await trio.open_tcp_stream("127.0.0.1", self.upstream_port)
                         nursery.start_soon(self._relay, upstream, client, relay, nursery)
-                    relay.cut_after = rule.after_frames if rule and rule.action == "cut" else None
-                    relay.frames, relay.tail = 0, b""
+                    limited = rule is not None and rule.action in ("cut", "stall")
+                    relay.cut_after = rule.after_frames if rule and limited else None
+                    relay.stall = rule is not None and rule.action == "stall"
+                    relay.frames, relay.tail, relay.stalled = 0, b"", False
                     kept = [ln for ln in lines if not self._dropped(ln)]
                     request = b"\r\n".join([f"{method} {path} HTTP/1.1".encode(), *kept])
                     await upstream.send_all(request + b"\r\n\r\n" + body)
@@ -188,12 +197,18 @@ class FaultProxy:
     ) -> None:
         try:
             while data := await upstream.receive_some(65536):
+                if relay.stalled:
+                    continue
                 self.keepalives += data.count(b": keepalive")
-                await client.send_all(self._until_cut(relay, data))
-        except _Cut as cut:
-            await client.send_all(cut.args[0])
-            self.cuts += 1
-            self._changed()
+                try:
+                    await client.send_all(self._until_cut(relay, data))
+                except _Cut as cut:
+                    await client.send_all(cut.args[0])
+                    self.cuts += 1
+                    self._changed()
+                    if not relay.stall:
+                        break
+                    relay.stalled = True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         nursery.cancel_scope.cancel()

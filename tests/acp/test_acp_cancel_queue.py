@@ -69,6 +69,27 @@ async def test_a_cancel_before_the_session_frame_still_stops_the_turn_the_messag
     assert len(sup.state(session_id).last_output.split()) < 40
 
 
+async def test_a_cancel_whose_stream_never_completes_resolves_after_five_seconds(
+    rig: Rig,
+) -> None:
+    rig.proxy.stall("/api/web/chat", after_frames=4)  # then silence: no `complete` comes
+    with trio.fail_after(15):
+        async with rig.adapter() as agent:
+            session_id = await agent.new_session()
+            request_id = await agent.start_prompt(session_id, "count to 40")
+            await rig.proxy.wait_cuts(1)
+            cancelled_at = trio.current_time()
+            await _cancel(agent, session_id)
+            with trio.fail_after(8):
+                answer = await agent.answer(request_id)
+            waited = trio.current_time() - cancelled_at
+            sup = await rig.sup()
+            await sup.wait_idle(session_id)  # the stop still went through
+    assert answer["result"] == CANCELLED
+    assert waited >= 5.0  # it kept reading for the stop's frames as long as allowed
+    assert len(rig.proxy.requests("/api/web/stop")) == 1
+
+
 async def test_a_queued_prompt_follows_the_running_session_and_shows_only_its_own_reply(
     rig: Rig,
 ) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Literal
 
 import structlog
@@ -48,6 +49,7 @@ CANCEL_GRACE = 5.0
 Outcome = Literal["complete", "queued", "dropped", "error", "cancelled"]
 StopReason = Literal["end_turn", "cancelled"]
 Send = Callable[[Update], Awaitable[None]]
+Stream = AbstractAsyncContextManager[AsyncIterator[Frame]]
 
 
 def backoff_from(first: float) -> tuple[float, ...]:
@@ -150,8 +152,8 @@ class PromptTurn:
         """The chat stream's outcome; None when it failed before its first frame (said so)."""
         self._in_chat = True
         try:
-            async with self._client.chat(self.latched, self._message, self._images) as frames:
-                return await self._consume(frames, forward=True)
+            chat = self._client.chat(self.latched, self._message, self._images)
+            return await self._consume(chat, forward=True)
         except ServerError as exc:
             if self._last_event_id is None and not self._cancelled:
                 await self._say(f"[adapter error] {exc}")
@@ -163,13 +165,15 @@ class PromptTurn:
             if self._stop_pending:
                 self._fire_stop()
 
-    async def _consume(self, frames: AsyncIterator[Frame], *, forward: bool) -> Outcome:
+    async def _consume(self, stream: Stream, *, forward: bool) -> Outcome:
+        """Open ``stream`` and read it to its outcome; a cancel bounds both steps."""
         with trio.CancelScope() as scope:
             if self._cancelled:
                 scope.deadline = trio.current_time() + CANCEL_GRACE
             self._read_scope = scope
             try:
-                return await self._read(frames, forward)
+                async with stream as frames:
+                    return await self._read(frames, forward)
             finally:
                 self._read_scope = None
         return "cancelled"  # the grace ran out
@@ -230,8 +234,8 @@ class PromptTurn:
             wait_first = True
             delivered = self._delivered
             try:
-                async with self._client.subscribe(self.latched, self._last_event_id) as frames:
-                    outcome = await self._consume(frames, forward=forward)
+                subscribe = self._client.subscribe(self.latched, self._last_event_id)
+                outcome = await self._consume(subscribe, forward=forward)
             except ServerError as exc:
                 log.warning("acp_reattach_failed", session_id=self.latched, error=str(exc))
                 outcome = "dropped"
