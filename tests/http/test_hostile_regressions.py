@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+from functools import partial
+from pathlib import Path
+
 import pytest
 import trio
-from web_client import Harness, sse
+from web_client import Harness, serve_harness, sse, wait_until
+
+from halo_actors.core.events import TextStreamed
 
 HUGE_IDS = ["9999999999999999999", "9223372036854775808", "0" * 19]
 
@@ -49,3 +55,66 @@ async def test_a_plain_get_of_the_websocket_route_is_a_documented_426(harness: H
     assert resp.json() == {"error": "this route needs a WebSocket upgrade"}
     assert resp.headers["upgrade"] == "websocket"
     assert "426" in doc["paths"]["/api/web/ws"]["get"]["responses"]
+
+
+async def _raw(harness: Harness, head: str, *, rcvbuf: int | None = None) -> trio.SocketStream:
+    sock = trio.socket.socket()
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    await sock.connect(("127.0.0.1", harness.server.port))
+    stream = trio.SocketStream(sock)
+    await stream.send_all(head.encode())
+    return stream
+
+
+async def _read_to_eof(stream: trio.SocketStream) -> bytes:
+    data = bytearray()
+    while chunk := await stream.receive_some(65536):
+        data += chunk
+    return bytes(data)
+
+
+async def test_a_body_trickled_past_the_deadline_is_408_and_the_connection_closes(
+    tmp_path: Path,
+) -> None:
+    async with serve_harness(tmp_path, body_timeout=0.5) as harness:
+        token = harness.token()
+        head = (
+            "POST /api/web/chat HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n"
+            f"x-token: {token}\r\ncontent-length: 100\r\n\r\n"
+        )
+        with trio.fail_after(10):
+            stream = await _raw(harness, head)
+            async with stream:
+                await stream.send_all(b'{"mess')  # and then nothing more
+                answer = await _read_to_eof(stream)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b'"request body not received within 0.5 s"' in answer
+
+
+async def test_a_client_that_stops_reading_is_dropped_and_shutdown_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """Hypercorn's socket writes are shielded: only TCP_USER_TIMEOUT ends them."""
+    sid = "web_alice_slowreader"
+    stuck: trio.SocketStream | None = None
+    with trio.fail_after(30):
+        async with serve_harness(tmp_path, subscriber_buffer=64, send_timeout=1.0) as harness:
+            token = harness.token()
+            async with harness.client(token) as client, trio.open_nursery() as nursery:
+                body = {"message": "slow 1000", "sessionId": sid}
+                nursery.start_soon(partial(sse, client, "POST", "/api/web/chat", json=body))
+                sup = await harness.sup()
+                await wait_until(lambda: sup.exists(sid) and sup.state(sid).turn_open)
+                head = f"GET /api/web/subscribe?sessionId={sid} HTTP/1.1\r\nHost: x\r\n"
+                stuck = await _raw(harness, head + f"x-token: {token}\r\n\r\n", rcvbuf=4096)
+                front = harness.server.front
+                await wait_until(lambda: front.open_streams == 2)
+                for _ in range(200):  # 20 MB the reader never takes
+                    await sup.log.append(sid, TextStreamed(text="y" * 100_000))
+                await wait_until(lambda: front.open_streams == 1)  # the reader was dropped
+                assert sup.log.subscriber_count == 1  # only the chat's listener is left
+                nursery.cancel_scope.cancel()
+        # The server shut down with the reader still connected.
+    assert stuck is not None
+    await stuck.aclose()

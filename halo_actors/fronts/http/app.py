@@ -46,6 +46,13 @@ class FrontSettings:
     Fewer, larger writes let one server feed many more clients; it adds at most this
     much latency."""
     max_body_bytes: int = 4 << 20
+    body_timeout: float = 30.0
+    """Seconds a request body may take to arrive in full; slower → 408 (slow-loris bodies)."""
+    send_timeout: float = 30.0
+    """Seconds data sent to a client may stay unacknowledged (a client that stopped
+    reading, or vanished) before the kernel drops the connection (``TCP_USER_TIMEOUT``
+    on the listening socket). Without it such a connection, and the task writing to
+    it, would live forever, and shutdown would wait for it."""
     subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER
     """Records one stream's listener may hold before it overflows (and closes)."""
     model: Model | None = None

@@ -2,15 +2,18 @@
 
 Bodies are JSON objects decoded into Structs that forbid unknown fields, so a typo
 (``sessionID``) is a 400 rather than a silently ignored override. A body is read
-in chunks, kept only up to the cap, and refused with 413 when it passes it. Decoding errors answer 400 with
+in chunks, kept only up to the cap, and refused with 413 when it passes it, or with
+408 when the whole body takes longer than the route's deadline. Decoding errors answer 400 with
 msgspec's message (it names the field, never echoes the input at length).
 """
 
 from __future__ import annotations
 
+import math
 from typing import TypeVar
 
 import msgspec
+import trio
 from starlette.requests import Request
 
 from .errors import ApiError
@@ -43,12 +46,13 @@ class MintBody(_Body):
     agent_id: str | None = None
 
 
-async def read_body(request: Request, cap: int) -> bytes:
-    """The whole body, or 413 once it passes ``cap``.
+async def read_body(request: Request, cap: int, within: float = math.inf) -> bytes:
+    """The whole body, or 413 once it passes ``cap``, or 408 unless it all arrives ``within`` s.
 
     An oversized body is still read (and dropped) up to :data:`DRAIN_LIMIT`, so a
     client that sends it all before reading gets the 413 instead of a broken pipe;
-    past that limit the answer goes out at once.
+    past that limit the answer goes out at once. The deadline covers the whole body,
+    so a client trickling bytes (slow loris) cannot hold a request open for long.
     """
     declared = request.headers.get("content-length", "")
     too_large = ApiError(413, f"request body too large (the limit is {cap} bytes)")
@@ -56,19 +60,24 @@ async def read_body(request: Request, cap: int) -> bytes:
         raise too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > DRAIN_LIMIT:
-            break
-        if size <= cap:
-            chunks.append(chunk)
+    with trio.move_on_after(within) as deadline:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > DRAIN_LIMIT:
+                break
+            if size <= cap:
+                chunks.append(chunk)
+    if deadline.cancelled_caught:
+        raise ApiError(408, f"request body not received within {within:g} s")
     if size > cap:
         raise too_large
     return b"".join(chunks)
 
 
-async def parse_body(request: Request, kind: type[T], cap: int, *, optional: bool = False) -> T:
-    raw = await read_body(request, cap)
+async def parse_body(
+    request: Request, kind: type[T], cap: int, *, optional: bool = False, within: float = math.inf
+) -> T:
+    raw = await read_body(request, cap, within)
     if not raw.strip() and optional:
         raw = b"{}"
     try:

@@ -9,6 +9,7 @@ create a workspace's ``.halo/``.
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
+from typing import TypeVar
 
 import msgspec
 import trio
@@ -27,6 +28,7 @@ from .frames import Frame, complete_frame, session_frame
 from .sse import EventStream, StreamPlan
 from .streams import ChatPlan, FixedPlan, SubscribePlan, is_busy
 
+T = TypeVar("T")
 PAGE_SIZE = 50
 FILE_HEADERS = {"x-content-type-options": "nosniff", "content-security-policy": "sandbox"}
 
@@ -50,6 +52,13 @@ def stream(front: Front, plan: StreamPlan) -> EventStream:
     )
 
 
+async def _body(front: Front, request: Request, kind: type[T], *, optional: bool = False) -> T:
+    settings = front.settings
+    return await parse_body(
+        request, kind, settings.max_body_bytes, optional=optional, within=settings.body_timeout
+    )
+
+
 async def _address(
     front: Front, request: Request, caller: Caller, ws_raw: str | None, sid_raw: str | None
 ) -> tuple[str, str | None]:
@@ -63,7 +72,7 @@ async def _address(
 async def chat(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    body = await parse_body(request, ChatBody, front.settings.max_body_bytes)
+    body = await _body(front, request, ChatBody)
     check_chat(body)
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
     caller.require_write()
@@ -88,7 +97,7 @@ async def chat(request: Request) -> Response:
 async def mint_session(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    body = await parse_body(request, MintBody, front.settings.max_body_bytes, optional=True)
+    body = await _body(front, request, MintBody, optional=True)
     workspace, _ = await _address(front, request, caller, body.workspace, None)
     caller.require_write()
     sup = await front.runtimes.get(workspace)
@@ -130,7 +139,7 @@ def _page(
 async def stop(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    body = await parse_body(request, StopBody, front.settings.max_body_bytes, optional=True)
+    body = await _body(front, request, StopBody, optional=True)
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)

@@ -16,6 +16,7 @@ No task outlives the block and the listening socket is closed when it returns.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from typing import cast
 
 import structlog
 import trio
-from hypercorn.config import Config
+from hypercorn.config import Config, Sockets
 from hypercorn.trio import serve
 from hypercorn.typing import ASGIFramework
 
@@ -50,8 +51,31 @@ class RunningServer:
         return int(self.url.rsplit(":", 1)[1])
 
 
-def hypercorn_config(host: str, port: int, *, graceful_timeout: float = 3.0) -> Config:
-    config = Config()
+class _Config(Config):
+    """Hypercorn's config, with ``TCP_USER_TIMEOUT`` set on the listening sockets.
+
+    Accepted sockets inherit it: the kernel aborts a connection whose sent data stays
+    unacknowledged that long, zero-window probes included (a client that stopped
+    reading). Hypercorn shields its socket writes from cancellation, so this is the
+    only way such a write ever ends.
+    """
+
+    send_timeout: float = 30.0
+
+    def create_sockets(self) -> Sockets:
+        sockets = super().create_sockets()
+        option = getattr(socket, "TCP_USER_TIMEOUT", None)
+        for sock in [*sockets.secure_sockets, *sockets.insecure_sockets]:
+            if option is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, option, max(1, int(self.send_timeout * 1000)))
+        return sockets
+
+
+def hypercorn_config(
+    host: str, port: int, *, graceful_timeout: float = 3.0, send_timeout: float = 30.0
+) -> Config:
+    config = _Config()
+    config.send_timeout = send_timeout
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
     config.graceful_timeout = graceful_timeout
@@ -82,7 +106,12 @@ async def open_server(
                 async def shutdown_trigger() -> None:
                     await stop.wait()
 
-                config = hypercorn_config(host, port, graceful_timeout=graceful_timeout)
+                config = hypercorn_config(
+                    host,
+                    port,
+                    graceful_timeout=graceful_timeout,
+                    send_timeout=settings.send_timeout,
+                )
                 app = cast(ASGIFramework, build_app(front))
                 binds: list[str] = await server_nursery.start(
                     partial(serve, app, config, shutdown_trigger=shutdown_trigger)
