@@ -98,14 +98,15 @@ class SessionState:
     turn_errored: bool = False
     last_output: str = ""
     """Assistant text of the last completed turn that produced any."""
-    parked_folds: list[str] = field(default_factory=list)
+    parked_folds: tuple[str, ...] = ()
+    """Folds waiting for the turn or compaction to end (a tuple: usually empty, shared)."""
     final_reports: int = 0
     context_chars: int = 0
     """Size of ``messages`` in a model request, kept up to date by :meth:`apply`."""
     first_edit: int | None = field(default=None, compare=False)
     """Lowest index of ``messages`` changed in place since a reader last took it."""
-    _pending_tools: dict[str, UiEntry] = field(default_factory=dict)
-    """UI tool rows still waiting for output, by call id, oldest first."""
+    _pending_tools: dict[str, UiEntry] | None = None
+    """UI tool rows still waiting for output, by call id, oldest first (made on first use)."""
 
     def apply(self, record: Record) -> None:
         self.last_seq = record.seq
@@ -135,6 +136,8 @@ class SessionState:
                     tool_input=e.tool_input,
                 )
                 self.ui.append(row)
+                if self._pending_tools is None:
+                    self._pending_tools = {}
                 key = e.tool_use_id
                 if not key or key in self._pending_tools:  # no id, or a repeated one
                     key = f"\0{record.seq}"
@@ -150,7 +153,7 @@ class SessionState:
                 self._flags(e)
             case MailboxFolded() as e:
                 del self.mailbox[: e.count]
-                self.parked_folds.append(e.text)
+                self.parked_folds = (*self.parked_folds, e.text)
                 self._land_folds()
             case MailboxDiscarded() as e:
                 del self.mailbox[: e.count]
@@ -206,7 +209,7 @@ class SessionState:
         else:
             self._add_message(Message(role="user", content=(block,)))
         shown = e.ui_result if e.ui_result is not None else e.result
-        pending = self._pending_tools
+        pending = self._pending_tools or {}
         key = e.tool_use_id if e.tool_use_id in pending else next(iter(pending), None)
         if key is not None:
             pending.pop(key).output = shown
@@ -241,7 +244,7 @@ class SessionState:
         for text in self.parked_folds:
             self._add_message(user_text(text))
             self.ui.append(UiEntry("user", text))
-        self.parked_folds.clear()
+        self.parked_folds = ()
 
 
 def _only_results(message: Message) -> bool:

@@ -27,6 +27,7 @@ from halo_actors.core.errors import (
 )
 from halo_actors.core.events import (
     FRAME_ONLY_KINDS,
+    AgentDone,
     ErrorRaised,
     Event,
     FileFrame,
@@ -182,6 +183,21 @@ async def test_read_by_tree_covers_every_descendant_and_no_prefix_lookalike(even
         tree_a = await event_log.read(EventFilter(tree="a"))
         assert [r.session_id for r in tree_a] == ["a", "a>x", "a>x>y", "a", "a>x"]
         assert [r.session_id for r in await event_log.read(EventFilter(tree="ab"))] == ["ab"]
+
+
+async def test_tree_and_session_reads_stay_apart_whatever_session_of_a_tree_comes_first(
+    event_log: Log,
+) -> None:
+    with trio.fail_after(BUDGET):
+        for session_id in ("r", "r", "r>c", "r", "s>c", "s", "s>c"):
+            await event_log.append(session_id, AgentDone())
+        for root in ("r", "s"):
+            mine = await event_log.read(EventFilter(session_id=root))
+            tree = await event_log.read(EventFilter(tree=root))
+            assert {r.session_id for r in mine} == {root}
+            assert [r.seq for r in tree] == sorted(r.seq for r in tree)
+            assert {r.session_id for r in tree} == {root, f"{root}>c"}
+        assert len(await event_log.read(EventFilter(session_id="r"))) == 3
 
 
 @pytest.mark.parametrize("child", ["a>x", "a>x>y", "a>never_seen"])

@@ -151,7 +151,7 @@ async def test_restart_lands_a_fold_a_crash_left_parked_in_an_open_turn(
         async with running(tmp_path, ANSWER_ANYTHING, log=log) as rt:
             state = rt.sup.state(SID)
             assert state.mailbox == []
-            assert state.parked_folds == []
+            assert state.parked_folds == ()
             assert state.messages[-1].text() == "later"  # after the closing results
             assert_every_tool_use_answered_once(state.messages)
             await rt.assert_replay_matches(SID)

@@ -227,7 +227,7 @@ def test_fold_during_a_compaction_is_parked_until_the_compaction_ends() -> None:
         MailboxFolded(text="(from: session cli_2_b) late", count=1),
     )
     assert state.mailbox == []
-    assert state.parked_folds == ["(from: session cli_2_b) late"]
+    assert state.parked_folds == ("(from: session cli_2_b) late",)
     assert [m.text() for m in state.messages][-1] == "answer two"
 
     for event in (Compacted(summary="short", replaced=2), FlagsChanged(is_compacting=False)):
@@ -239,7 +239,7 @@ def test_fold_during_a_compaction_is_parked_until_the_compaction_ends() -> None:
         "answer two",
         "(from: session cli_2_b) late",
     ]
-    assert state.parked_folds == []
+    assert state.parked_folds == ()
 
 
 def test_fold_during_an_open_turn_is_parked_until_the_turn_completes() -> None:

@@ -26,11 +26,26 @@ class MemoryEventLog(LogBase):
     async def append(self, session_id: str, *events: Event) -> list[Record]:
         records = [record for record, _ in self._stamp(session_id, events)]
         self._records.extend(records)
-        self._by_session.setdefault(session_id, []).extend(records)
-        self._by_tree.setdefault(root_of(session_id), []).extend(records)
+        self._index(session_id, records)
         self._publish(records)
         await trio.lowlevel.cancel_shielded_checkpoint()  # committed: must not raise Cancelled
         return records
+
+    def _index(self, session_id: str, records: list[Record]) -> None:
+        """Per session and per tree. While a tree is only its root session, both indexes
+        share one list (most sessions of a big idle population are lone roots)."""
+        mine = self._by_session.get(session_id)
+        if mine is None:
+            mine = self._by_session[session_id] = []
+        mine.extend(records)
+        root = root_of(session_id)
+        tree = self._by_tree.get(root)
+        if tree is None:
+            self._by_tree[root] = mine if root == session_id else list(records)
+        elif tree is not mine:
+            if tree is self._by_session.get(root):  # the tree's first other session
+                tree = self._by_tree[root] = list(tree)
+            tree.extend(records)
 
     async def read(
         self,
