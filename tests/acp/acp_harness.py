@@ -242,7 +242,11 @@ ADAPTER = (sys.executable, "-m", "halo_actors", "acp")
 
 @asynccontextmanager
 async def open_adapter(
-    command: list[str], *, stderr_path: Path, env: dict[str, str] | None = None
+    command: list[str],
+    *,
+    stderr_path: Path,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
 ) -> AsyncIterator[AdapterProcess]:
     """Run ``command`` (an adapter) with piped stdin/stdout; closed and reaped on exit."""
     with stderr_path.open("wb") as stderr:
@@ -252,6 +256,7 @@ async def open_adapter(
             stdout=subprocess.PIPE,
             stderr=stderr,
             env={**os.environ, **(env or {})},
+            cwd=cwd,
         )
     adapter = AdapterProcess(process, stderr_path)
     try:
@@ -297,6 +302,7 @@ class Rig:
         token: str | None = None,
         direct: bool = False,
         env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> AbstractAsyncContextManager[AdapterProcess]:
         """An adapter through the proxy (``direct``: straight to the server).
 
@@ -306,14 +312,14 @@ class Rig:
         chosen = self.token() if token is None else token
         command = [*ADAPTER, "--port", str(port), "--reconnect-delay", "0.05"]
         command += [*(["--token", chosen] if chosen else []), *args]
-        return self.run(command, env)
+        return self.run(command, env, cwd)
 
     def run(
-        self, command: list[str], env: dict[str, str] | None = None
+        self, command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
     ) -> AbstractAsyncContextManager[AdapterProcess]:
         """Any adapter command line (e.g. one copied from the docs)."""
         stderr_path = self.tmp / f"adapter-{next(self._started)}.stderr"
-        return open_adapter(command, stderr_path=stderr_path, env=env)
+        return open_adapter(command, stderr_path=stderr_path, env=env, cwd=cwd)
 
     async def sup(self) -> Supervisor:
         return await self.harness.sup()

@@ -31,6 +31,19 @@ async def test_initialize_answers_protocol_1_with_the_advertised_capabilities(ri
     }
 
 
+async def test_the_adapter_keeps_nothing_on_disk(rig: Rig) -> None:
+    home, cwd = rig.tmp / "home", rig.tmp / "cwd"
+    home.mkdir()
+    cwd.mkdir()
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "TMPDIR": str(home)}
+    with trio.fail_after(10):
+        async with rig.adapter(env=env, cwd=cwd) as agent:
+            session_id = await agent.new_session()
+            assert (await agent.prompt(session_id, "hello"))["result"] == {"stopReason": "end_turn"}
+            await agent.result("session/list", {})
+    assert list(home.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
 async def test_authenticate_is_a_no_op(rig: Rig) -> None:
     with trio.fail_after(10):
         async with rig.adapter() as agent:
@@ -133,10 +146,10 @@ async def test_end_of_input_abandons_a_prompt_in_flight_and_the_server_turn_goes
     with trio.fail_after(15):
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
-            await agent.start_prompt(session_id, "count to 6")
+            await agent.start_prompt(session_id, "slow 12")
             await agent.wait_text(session_id, "1\n")
             assert await close_adapter(agent) == 0
             sup = await rig.sup()
             await sup.wait_idle(session_id)
-    assert sup.state(session_id).last_output.split() == [str(i) for i in range(1, 7)]
+    assert sup.state(session_id).last_output.split() == [str(i) for i in range(1, 13)]
     assert rig.proxy.requests("/api/web/stop") == []  # abandoned, not cancelled

@@ -99,7 +99,7 @@ async def test_five_failed_reattaches_in_a_row_end_the_turn_with_connection_lost
     rig.proxy.cut("/api/web/chat", after_frames=4)
     rig.proxy.refuse("/api/web/subscribe", times=-1)
     with trio.fail_after(15):
-        async with rig.adapter("--reconnect-delay", "0.03") as agent:
+        async with rig.adapter("--reconnect-delay", "0.02") as agent:
             session_id = await agent.new_session()
             answer = await agent.prompt(session_id, "slow 30")
     assert answer["result"] == END_TURN
@@ -107,7 +107,7 @@ async def test_five_failed_reattaches_in_a_row_end_the_turn_with_connection_lost
     attempts = [seen.at for seen in rig.proxy.requests("/api/web/subscribe")]
     assert len(attempts) == 5
     gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
-    for gap, backoff in zip(gaps, (0.06, 0.12, 0.24, 0.48), strict=True):
+    for gap, backoff in zip(gaps, (0.04, 0.08, 0.16, 0.32), strict=True):
         assert gap >= backoff  # each wait doubles (lower bounds only: the machine may be slow)
     assert rig.proxy.requests("/api/web/history") == []
 
@@ -154,12 +154,12 @@ async def test_a_tool_result_whose_call_was_missed_arrives_as_a_self_contained_c
     with trio.fail_after(15):
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
-            request_id = await agent.start_prompt(session_id, "run sleep 1")
+            request_id = await agent.start_prompt(session_id, "run sleep 0.6")
             await rig.proxy.wait_requests("/api/web/subscribe")
             sup = await rig.sup()
             await wait_until(
                 lambda: any(u.kind == "tool" for u in sup.state(session_id).ui)
-            )  # the call is logged; its result is 1 s away
+            )  # the call is logged; its result is 0.6 s away
             held.gate.set()
             answer = await agent.answer(request_id)
     assert answer["result"] == END_TURN
