@@ -8,7 +8,7 @@ from datetime import datetime
 import trio
 from acp_harness import Rig
 
-LIVE_PROMPTS = ("think", "tools", "media", "fail")
+LIVE_PROMPTS = ("think", "tools", "bigtool", "media", "fail")
 
 
 async def test_session_new_mints_the_id_on_the_server_and_ignores_cwd_and_mcp_servers(
@@ -129,11 +129,12 @@ async def test_session_load_replays_the_whole_history_before_answering(rig: Rig)
         output = live_done[call["toolCallId"]]["rawOutput"]
         assert call["rawOutput"] == output
         assert call["content"] == [{"type": "content", "content": {"type": "text", "text": output}}]
+    assert max(len(str(c["rawOutput"])) for c in calls) == 500  # `seq 1 400`, capped
     messages = "".join(
         u["content"]["text"] for u in replayed if u["sessionUpdate"] == "agent_message_chunk"
     )
     # a failed model call logs no reply, only its error row
-    replies = "thought" + "all tools ran" + "Here it is:\n[file: out/report.txt]\nDone.\n"
+    replies = "thought" + "all tools ran" + "ok" + "Here it is:\n[file: out/report.txt]\nDone.\n"
     assert messages == replies + "[error] model error: the model gave up"
 
 
