@@ -118,3 +118,29 @@ async def test_a_client_that_stops_reading_is_dropped_and_shutdown_does_not_wait
         # The server shut down with the reader still connected.
     assert stuck is not None
     await stuck.aclose()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"message": "hi", "sessionId": "web_alice_x", "agentId": "nobody"}',
+        b'{"message": "' + b"m" * (1 << 20) + b'"}',
+    ],
+    ids=["refused by the runtime", "event over the cap"],
+)
+async def test_a_stream_refused_before_its_first_byte_still_closes_the_connection(
+    harness: Harness, body: bytes
+) -> None:
+    """The error answer used to be sent inside the disconnect race, which cancelled
+    hypercorn's own connection close: the socket stayed open until the client left."""
+    head = (
+        "POST /api/web/chat HTTP/1.1\r\nHost: x\r\nconnection: close\r\n"
+        f"x-token: {harness.token()}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\n\r\n"
+    )
+    with trio.fail_after(5):
+        stream = await _raw(harness, head)
+        async with stream:
+            await stream.send_all(body)
+            answer = await _read_to_eof(stream)
+    assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 413")), answer[:100]

@@ -85,17 +85,26 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
+            refused: ApiError | HaloError | None = None
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(_cancel_on_event, self.draining, nursery.cancel_scope)
-                await self._respond(scope, receive, send)
+                refused = await self._respond(send)
                 nursery.cancel_scope.cancel()
+            if refused is not None:
+                # Outside the race: hypercorn ends (or closes) the connection inside the
+                # send of the answer's last byte, and delivers ``http.disconnect`` from
+                # inside that very send; a cancel there left the connection open.
+                await error_response(refused)(scope, receive, send)
         finally:
             if self.on_close is not None:
                 self.on_close()
 
-    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The listener is released before the last byte goes out, on every path."""
+    async def _respond(self, send: Send) -> ApiError | HaloError | None:
+        """Stream the plan, or return the error that refused it before the first byte.
+
+        The listener is released before the last byte goes out, on every path.
+        """
         refused: ApiError | HaloError | None = None
         started = False
         try:
@@ -114,8 +123,7 @@ class EventStream(Response):
             if started:
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + 1):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
-        if refused is not None:
-            await error_response(refused)(scope, receive, send)
+        return refused
 
     async def _body(self, first: list[Frame], send: Send) -> None:
         await _write(send, b"".join(map(encode_sse, first)))
