@@ -12,9 +12,7 @@ from typing import Literal
 import msgspec
 
 
-class _Block(
-    msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", gc=False
-):
+class _Block(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", rename="camel", gc=False):
     """Base of the content blocks (one tagged union)."""
 
 
