@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from conftest import FULL, scale, seeds
+from chaos_scale import FULL, scale, seeds
 from http_chaos import Chain, Connection, LogIndex, Payload, check_chain
 from kill_harness import KillPlan, closing_problem, run_kills
 
