@@ -11,6 +11,7 @@ import trio
 from web_client import Harness, serve_harness, sse, wait_until
 
 from halo_actors.core.events import TextStreamed
+from halo_actors.fronts.http.frames import MediaFilter, strip_media
 
 HUGE_IDS = ["9999999999999999999", "9223372036854775808", "0" * 19]
 
@@ -144,3 +145,22 @@ async def test_a_stream_refused_before_its_first_byte_still_closes_the_connectio
             await stream.send_all(body)
             answer = await _read_to_eof(stream)
     assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 413")), answer[:100]
+
+
+@pytest.mark.parametrize(
+    "deltas",
+    [
+        ["see ", "MEDIA: out/x.png\n"],
+        ["see M", "EDIA: out/x.png\n"],
+        ["a\nsee ", "MEDIA: out/x.png", "\nMEDIA: out/y.png\n"],
+    ],
+)
+def test_media_mid_line_is_text_however_the_line_is_split(deltas: list[str]) -> None:
+    """``MEDIA:`` after other text on the same line is not a MEDIA line; the stream
+    used to turn it into a file frame when the text before it came in an earlier delta."""
+    media = MediaFilter()
+    parts = [p for delta in deltas for p in media.feed(delta)] + media.flush()
+    whole = "".join(deltas)
+    assert "".join(s for kind, s in parts if kind == "text") == strip_media(whole)
+    files = [s for kind, s in parts if kind == "file"]
+    assert files == (["out/y.png"] if "out/y.png" in whole else [])

@@ -83,11 +83,15 @@ class MediaFilter:
     """Strips ``MEDIA: <path>`` lines from streamed text, one line at a time.
 
     Text is held back only while the current (unfinished) line could still turn
-    out to be a ``MEDIA:`` line; everything else passes through at once.
+    out to be a ``MEDIA:`` line; everything else passes through at once. Once part
+    of a line has gone out as text, the rest of that line is text too: ``see MEDIA:
+    x`` split as ``see `` + ``MEDIA: x`` is not a ``MEDIA:`` line.
     """
 
     def __init__(self) -> None:
         self.pending = ""
+        self.mid_line = False
+        """Part of the current line already went out as text."""
 
     def feed(self, text: str) -> list[tuple[str, str]]:
         """``[("text", s) | ("file", path), …]`` for this delta."""
@@ -96,9 +100,10 @@ class MediaFilter:
         while (cut := self.pending.find("\n")) >= 0:
             line, self.pending = self.pending[: cut + 1], self.pending[cut + 1 :]
             self._line(line, out)
-        if self.pending and not _could_be_media(self.pending):
+        if self.pending and (self.mid_line or not _could_be_media(self.pending)):
             _add_text(out, self.pending)
             self.pending = ""
+            self.mid_line = True
         return out
 
     def flush(self) -> list[tuple[str, str]]:
@@ -106,15 +111,16 @@ class MediaFilter:
         if self.pending:
             self._line(self.pending, out)
             self.pending = ""
+        self.mid_line = False
         return out
 
-    @staticmethod
-    def _line(line: str, out: list[tuple[str, str]]) -> None:
-        found = _MEDIA_LINE.fullmatch(line)
+    def _line(self, line: str, out: list[tuple[str, str]]) -> None:
+        found = None if self.mid_line else _MEDIA_LINE.fullmatch(line)
         if found is not None:
             out.append(("file", found.group(1)))
         else:
             _add_text(out, line)
+        self.mid_line = False
 
 
 def _could_be_media(partial: str) -> bool:
