@@ -3,6 +3,9 @@
 - :func:`merge_round` folds drained mailbox messages into one round's text:
   messages from other sessions get a ``(from: session X)`` prefix, a person's go
   in raw.
+- :func:`fitting` caps a round at the log's event size: the messages that do not fit
+  one round record wait for the next round (a mailbox flooded with large messages
+  must not turn into a record the log refuses, which would stall the session).
 - :func:`report_recipient` decides who is owed the output of a turn: the parent,
   when the round came from the parent; nobody for a person's own chat, a
   sibling's message or a resume kick.
@@ -12,7 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
+
 from ..core.state import QueuedMessage
+
+ROUND_OVERHEAD_BYTES = 1_024
+"""What a round record takes besides its messages (kind, flags, seq, ids, framing)."""
 
 RESUME_TEXT = "[resume] Continue the task you were working on before the interrupt."
 INTERIM_HEADER = "[Interim report · status: still running]"
@@ -26,6 +34,28 @@ def merge_round(messages: Sequence[QueuedMessage]) -> str:
         f"(from: session {m.source_session_id}) {m.text}" if m.source_session_id else m.text
         for m in messages
     )
+
+
+def message_bytes(message: QueuedMessage) -> int:
+    """Bytes ``message`` adds to a round record (text with its prefix, images, source)."""
+    encode = msgspec.json.encode
+    return (
+        len(encode(merge_round([message])))
+        + sum(len(encode(image)) + 1 for image in message.images)
+        + len(message.source_session_id or "")
+        + 8
+    )
+
+
+def fitting(messages: Sequence[QueuedMessage], cap: int) -> int:
+    """How many leading ``messages`` one round record under ``cap`` bytes holds (at least
+    one: ``deliver`` refuses a message that could not open a round on its own)."""
+    size = ROUND_OVERHEAD_BYTES
+    for count, message in enumerate(messages):
+        size += message_bytes(message)
+        if size > cap:
+            return max(count, 1)
+    return len(messages)
 
 
 def report_recipient(parent_id: str | None, round_sources: Sequence[str]) -> str | None:

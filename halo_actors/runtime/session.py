@@ -37,6 +37,7 @@ from ..agent.repair import (
 )
 from ..agent.turn import TurnSetup, run_turn
 from ..core.conversation import Message
+from ..core.errors import EventTooLarge, SessionUnavailable
 from ..core.events import (
     AgentDone,
     AgentStarted,
@@ -54,9 +55,9 @@ from ..core.events import (
     TurnCompleted,
 )
 from ..core.log import EventLog
-from ..core.state import SessionState
+from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
-from .rounds import RESUME_TEXT, merge_round
+from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
 
 Mode = Literal["soft", "hard"]
 
@@ -167,7 +168,15 @@ class SessionActor:
     ) -> bool:
         """Log the message; returns True when the caller must start a run for it."""
         queued = MessageQueued(text=text, images=images, source_session_id=source)
+        size = ROUND_OVERHEAD_BYTES + message_bytes(QueuedMessage(text, images, source))
+        if size > self._log.max_event_bytes:
+            raise EventTooLarge(
+                f"a message of about {size} bytes cannot open a round; "
+                f"the cap is {self._log.max_event_bytes}"
+            )
         async with self.lock:
+            if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
+                raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")
             if self.claim_run():
                 await self._append(queued)
                 return True
@@ -240,13 +249,14 @@ class SessionActor:
         return None
 
     def next_round(self, kind: RoundKind) -> list[Event] | None:
-        """The events that open the next round (one splice of the whole mailbox), or None."""
+        """The events that open the next round (one splice of the whole mailbox, or of as
+        much of it as one round record holds), or None."""
         state = self.state
         if self.stopping or state.lifecycle in ("archived", "deleted"):
             return None
         resumed = state.interrupt_requested and kind != "opening"
         if state.mailbox:
-            taken = list(state.mailbox)
+            taken = state.mailbox[: fitting(state.mailbox, self._log.max_event_bytes)]
             round_event = RoundStarted(
                 text=merge_round(taken),
                 images=tuple(i for m in taken for i in m.images),
@@ -336,10 +346,8 @@ class SessionActor:
         async with self.lock:  # decided under the lock a round is opened under
             had_work = self.running or bool(state.mailbox)
             first: list[Event] = []
-            if state.mailbox and how == "stop":
-                first.append(
-                    MailboxFolded(text=merge_round(state.mailbox), count=len(state.mailbox))
-                )
+            if how == "stop":
+                first += self._folds()
             elif state.mailbox:
                 first.append(MailboxDiscarded(count=len(state.mailbox)))
             first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
@@ -358,6 +366,16 @@ class SessionActor:
                     *([MailboxDiscarded(count=late)] if late else []), SessionArchived()
                 )
         return had_work
+
+    def _folds(self) -> list[Event]:
+        """The mailbox as one fold, or as several when one record could not hold it all."""
+        folds: list[Event] = []
+        rest = self.state.mailbox
+        while rest:
+            count = fitting(rest, self._log.max_event_bytes)
+            folds.append(MailboxFolded(text=merge_round(rest[:count]), count=count))
+            rest = rest[count:]
+        return folds
 
     async def kill_process_groups(self, grace: float) -> None:
         groups, self._process_groups = self._process_groups or set(), None

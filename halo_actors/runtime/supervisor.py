@@ -139,6 +139,7 @@ class Supervisor:
             }
             for sid in self.subtree(root)
             if (s := self.state(sid)).lifecycle not in ("archived", "deleted")
+            and s.created_ts  # listed once its creation is logged, not while it commits
         ]
 
     # --- creation -----------------------------------------------------------------
@@ -153,24 +154,40 @@ class Supervisor:
         parent_id: str | None = None,
         description: str | None = None,
     ) -> str:
-        """Create a session (a root unless ``parent_id``); an existing id is returned as is."""
+        """Create a session (a root unless ``parent_id``); an existing id is returned as is.
+
+        A session under a parent that is being stopped, or is archived, is refused: a
+        cascade fixes its members when it starts, and a child born during it would
+        escape. Registering and logging the creation happen together (the append is
+        shielded; a failed one unregisters), so no session exists without its record.
+        """
         sid = ids.check_session_id(session_id) if session_id else ids.mint_root(namespace)
         if sid in self._actors:
             return sid
         self._profile(agent_id)
-        actor = self._register(SessionState(sid))
-        await actor.emit(
-            SessionCreated(
-                agent_id=agent_id, parent_id=parent_id, title=title, description=description
-            )
+        above = ids.parent_of(sid)
+        parent = self._actors.get(above) if above is not None else None
+        if parent is not None and parent.stopping:
+            raise SessionUnavailable(f"session {above} is being stopped")
+        if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
+            raise SessionUnavailable(f"session {above} is {parent.state.lifecycle}")
+        state = SessionState(
+            sid, agent_id=agent_id, parent_id=parent_id, title=title, description=description
         )
-        actor.agent_id = agent_id
+        actor = self._register(state)
+        created = SessionCreated(
+            agent_id=agent_id, parent_id=parent_id, title=title, description=description
+        )
+        try:
+            with trio.CancelScope(shield=True):
+                await actor.emit(created)
+        except BaseException:
+            self._unregister(sid)
+            raise
         return sid
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
-        parent = self.actor(parent_id)
-        if parent.state.lifecycle in ("archived", "deleted"):
-            raise SessionUnavailable(f"session {parent_id} is {parent.state.lifecycle}")
+        self.actor(parent_id)
         child = ids.mint_child(parent_id, label or agent_id)
         await self.create_session(
             child, agent_id=agent_id, parent_id=parent_id, title=label or None, description=task
@@ -185,6 +202,15 @@ class Supervisor:
         if parent is not None:
             self._children.setdefault(parent, []).append(state.session_id)
         return actor
+
+    def _unregister(self, session_id: str) -> None:
+        self._actors.pop(session_id, None)
+        parent = ids.parent_of(session_id)
+        if parent in self._children:
+            self._children[parent].remove(session_id)
+            if not self._children[parent]:
+                del self._children[parent]
+        self._children.pop(session_id, None)
 
     def _profile(self, agent_id: str) -> AgentProfile:
         profile = self.profiles.get(agent_id)
@@ -487,12 +513,11 @@ class Supervisor:
         members = self.subtree(self.actor(target).session_id)
         await self._abort_subtree(target, "archive")
         for sid in reversed(members):
-            actor = self._actors.pop(sid)
+            actor = self._actors.get(sid)
+            if actor is None:  # a concurrent delete got there first
+                continue
+            self._unregister(sid)
             await actor.emit(SessionDeleted())
-            parent = ids.parent_of(sid)
-            if parent in self._children:
-                self._children[parent].remove(sid)
-            self._children.pop(sid, None)
         return True
 
     async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:

@@ -45,7 +45,7 @@ SUITE = "hostile HTTP input"
 # --- schemathesis -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", seeds(4000, 1, 3))
+@pytest.mark.parametrize("seed", seeds(4000, 1, 2))
 async def test_schemathesis_finds_no_server_error_no_schema_violation_no_traceback(
     seed: int, tmp_path: Path, chaos_tally: type
 ) -> None:
@@ -380,13 +380,6 @@ async def test_abandoned_sse_connections_leave_no_listener_behind(
 # --- found here, outside the HTTP front (reported, not fixed here) ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="runtime bug: SessionActor.next_round merges the whole mailbox into one "
-    "RoundStarted; past max_event_bytes the append raises EventTooLarge, the run "
-    "crashes, the mailbox is never drained, and every later message crashes the same "
-    "way (a chat stream then waits for a complete that never comes)",
-)
 async def test_queued_messages_that_merge_past_the_event_cap_are_still_answered(
     harness: Harness,
 ) -> None:

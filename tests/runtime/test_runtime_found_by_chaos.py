@@ -1,8 +1,7 @@
 """Regressions found by the chaos suites (``tests/chaos``), one per bug.
 
-The abort driver (suite 1) found the first ones; the supervisor model (suite 3) the
-ones at the end, still open and marked ``xfail(strict=True)``: each is listed in
-``tests/chaos/tree_bugs.py`` and must leave it when its fix lands.
+The abort driver (suite 1) found the first ones, the supervisor model (suite 3) the
+ones at the end.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from runtime_harness import (
 )
 
 from halo_actors.core import ids
-from halo_actors.core.errors import SessionUnavailable
+from halo_actors.core.errors import EventTooLarge, SessionUnavailable
 from halo_actors.core.events import (
     MailboxDiscarded,
     MailboxFolded,
@@ -33,9 +32,10 @@ from halo_actors.core.events import (
     RoundStarted,
     SessionArchived,
     SessionCreated,
+    TextStreamed,
     kind_of,
 )
-from halo_actors.core.log import SqliteEventLog
+from halo_actors.core.log import MemoryEventLog, SqliteEventLog
 
 SLOW = Rule(match=r"^slow", steps=(Step(text="slow work", chunk=2, delay=0.01),))
 
@@ -96,15 +96,9 @@ async def test_a_stop_that_meets_an_archive_never_revives_the_archived_session(
                 await rt.assert_replay_matches(sid)
 
 
-# --- found by the supervisor model (suite 3), still open -----------------------------
+# --- found by the supervisor model (suite 3) -----------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Supervisor.create_session registers the actor before its SessionCreated is "
-    "logged: a start cut at that await leaves a session in the registry with no record "
-    "(listed with no parent, gone after a restart)",
-)
 async def test_a_start_cut_before_its_creation_is_logged_leaves_no_session(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -123,11 +117,6 @@ async def test_a_start_cut_before_its_creation_is_logged_leaves_no_session(
             ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a cascade fixes its member list when it starts and start_child only checks the "
-    "parent's lifecycle, not that it is stopping: a child started meanwhile escapes",
-)
 @pytest.mark.parametrize("how", ["stop", "archive", "delete"])
 async def test_a_child_started_while_its_parent_is_stopped_is_covered_by_the_cascade(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, how: str
@@ -156,11 +145,6 @@ async def test_a_child_started_while_its_parent_is_stopped_is_covered_by_the_cas
                 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Supervisor.send checks the lifecycle before SessionActor.deliver waits for the "
-    "emit lock; an archive that completes meanwhile gets the message queued after it",
-)
 async def test_a_message_sent_while_an_archive_completes_is_refused_or_discarded(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -184,3 +168,57 @@ async def test_a_message_sent_while_an_archive_completes_is_refused_or_discarded
                 if kind_of(MessageQueued(text="")) in after:
                     late.append((yields, after))
     assert not late, late
+
+
+# --- found by the hostile-input suite (suite 4) ------------------------------------------
+
+
+async def test_queued_messages_too_big_for_one_round_are_drained_over_several(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    log = MemoryEventLog(max_event_bytes=8_192)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, SLOW, ANSWER_ANYTHING, log=log) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "slow one")
+            for filler in "abcd":  # each fits a round; together they do not
+                assert await rt.sup.send(sid, filler * 3_000) == "queued"
+            await rt.sup.wait_idle(sid)
+
+            rounds = await rt.rounds(sid)
+            assert sum(r.drained for r in rounds) == 5 and len(rounds) > 2
+            assert rt.sup.state(sid).mailbox == []
+            await rt.assert_replay_matches(sid)
+
+
+async def test_a_message_too_big_to_open_a_round_is_refused_and_nothing_is_logged(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    log = MemoryEventLog(max_event_bytes=8_192)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, ANSWER_ANYTHING, log=log) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            before = await rt.records(sid)
+            with pytest.raises(EventTooLarge):
+                await rt.sup.send(sid, "x" * 8_000)
+            assert await rt.records(sid) == before
+            assert await rt.sup.send(sid, "small") == "started"
+
+
+async def test_a_stop_folds_a_mailbox_too_big_for_one_record_in_several(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    log = MemoryEventLog(max_event_bytes=8_192)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, SLOW, ANSWER_ANYTHING, log=log) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "slow one")
+            await rt.wait_for(sid, TextStreamed)  # the round is open: the rest stays queued
+            for filler in "abcd":
+                await rt.sup.send(sid, filler * 3_000)
+            await rt.sup.stop(sid)
+
+            folds = await rt.events(sid, MailboxFolded)
+            assert sum(f.count for f in folds) == 4 and len(folds) > 1
+            assert rt.sup.state(sid).mailbox == []
+            await rt.assert_replay_matches(sid)

@@ -34,6 +34,9 @@ DEFAULT_SUBSCRIBER_BUFFER = 4_096
 class EventLog(Protocol):
     """What the runtime and the fronts need from a log; every backend passes one contract suite."""
 
+    max_event_bytes: int
+    """The largest encoded record the log stores; bigger ones raise ``EventTooLarge``."""
+
     @property
     def last_seq(self) -> int:
         """The largest sequence number published so far (0 for an empty log)."""
