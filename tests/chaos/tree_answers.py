@@ -183,7 +183,7 @@ def _check_list(model: TreeModel, call: Call, answer: ToolReturned) -> None:
     expect, caller, c, r = model.checks.expect, call.caller, call.seq, call.end
     got = parse(answer.result) or {}
     rows = got.get("sessions")
-    if not expect(got.get("code") == 0 and isinstance(rows, list), "list", caller, str(got)):
+    if not expect(got.get("code") == 0 and isinstance(rows, list), "list", caller, answer.result[:300]):
         return
     assert isinstance(rows, list)
     listed = {str(row.get("sessionId")): row for row in rows if isinstance(row, dict)}

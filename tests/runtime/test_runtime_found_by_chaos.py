@@ -170,6 +170,28 @@ async def test_a_message_sent_while_an_archive_completes_is_refused_or_discarded
     assert not late, late
 
 
+async def test_listing_a_tree_never_fails_while_part_of_it_is_deleted(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A delete used to drop each session from the registry before its parent's list of
+    # children: list_sessions in the same tree answered "session … not found" meanwhile.
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, ANSWER_ANYTHING) as rt:
+            root = await rt.sup.create_session(namespace="web_a")
+            child = await rt.sup.start_child(root, "default", "a task")
+            await rt.sup.start_child(child, "default", "a task")
+            await rt.sup.wait_idle(root)
+            listings: list[list[object]] = []
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(rt.sup.delete, child)
+                while rt.sup.exists(child) or not listings:
+                    listings.append([row["sessionId"] for row in rt.sup.describe_tree(root)])
+                    await trio.lowlevel.checkpoint()
+
+            assert listings[-1] == [root]
+            assert all(listing[0] == root for listing in listings)
+
+
 # --- found by the hostile-input suite (suite 4) ------------------------------------------
 
 
