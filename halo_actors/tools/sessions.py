@@ -8,7 +8,9 @@ supervisor, whose methods also serve already-authorised callers:
   ancestors (their cascade would wait for the very turn making the call);
 - ``interrupt_session`` on self or an ancestor is allowed (fire-and-forget);
 - ``start_session`` only starts agent profiles in the caller's team.
-Every answer is one JSON object: ``{"code": 0, …}`` or ``{"code": 1, "error": …}``.
+Every answer is one JSON object: ``{"code": 0, …}`` or ``{"code": 1, "error": …}``,
+also when the target is archived or deleted *after* the gate passed it (an archive
+racing the call): that target gets the gate's "not found".
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from typing import Literal
 import msgspec
 
 from ..core import ids
-from .base import Tool, ToolContext, ToolOutput, define_tool
+from ..core.errors import SessionNotFound, SessionUnavailable
+from .base import Delivery, Tool, ToolContext, ToolOutput, define_tool
 
 _json = msgspec.json.Encoder()
 
@@ -55,7 +58,10 @@ async def _start(ctx: ToolContext, args: StartArgs) -> ToolOutput:
         return _refuse(f"agent profile {args.agent!r} is not in your team")
     if not args.task.strip():
         return _refuse("task is empty")
-    child = await ctx.tree.start_child(ctx.session_id, args.agent, args.task, args.label)
+    try:
+        child = await ctx.tree.start_child(ctx.session_id, args.agent, args.task, args.label)
+    except SessionUnavailable as exc:  # the caller's own session is being stopped
+        return _refuse(str(exc))
     return _ok(sessionId=child, status="started")
 
 
@@ -71,8 +77,18 @@ async def _query(ctx: ToolContext, args: QueryArgs) -> ToolOutput:
     if args.session_id == ctx.session_id:
         return _refuse("cannot query your own session")
     mode: Literal["soft", "hard"] = "hard" if args.interrupt else "soft"
-    delivery = await ctx.tree.send(args.session_id, args.message, source=ctx.session_id, mode=mode)
-    return _ok(sessionId=args.session_id, status=delivery)
+    return await _deliver(ctx, args.session_id, args.message, mode)
+
+
+async def _deliver(
+    ctx: ToolContext, target: str, message: str, mode: Literal["soft", "hard"]
+) -> ToolOutput:
+    """Send to a target the gate passed; one archived or deleted since is not found."""
+    try:
+        delivery: Delivery = await ctx.tree.send(target, message, source=ctx.session_id, mode=mode)
+    except (SessionNotFound, SessionUnavailable):
+        return _not_found(target)
+    return _ok(sessionId=target, status=delivery)
 
 
 class TargetArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -87,10 +103,7 @@ class InterruptArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 async def _interrupt(ctx: ToolContext, args: InterruptArgs) -> ToolOutput:
     if not _visible(ctx, args.session_id):
         return _not_found(args.session_id)
-    delivery = await ctx.tree.send(
-        args.session_id, args.message, source=ctx.session_id, mode="hard"
-    )
-    return _ok(sessionId=args.session_id, status=delivery)
+    return await _deliver(ctx, args.session_id, args.message, "hard")
 
 
 def _refuse_own_line(ctx: ToolContext, target: str, verb: str) -> ToolOutput | None:
@@ -106,7 +119,10 @@ async def _stop(ctx: ToolContext, args: TargetArgs) -> ToolOutput:
     refused = _refuse_own_line(ctx, args.session_id, "stop")
     if refused is not None:
         return refused
-    stopped = await ctx.tree.stop(args.session_id)
+    try:
+        stopped = await ctx.tree.stop(args.session_id)
+    except SessionNotFound:  # deleted since the gate passed it
+        return _not_found(args.session_id)
     return _ok(sessionId=args.session_id, stopped=stopped)
 
 
@@ -114,7 +130,10 @@ async def _archive(ctx: ToolContext, args: TargetArgs) -> ToolOutput:
     refused = _refuse_own_line(ctx, args.session_id, "archive")
     if refused is not None:
         return refused
-    await ctx.tree.archive(args.session_id)
+    try:
+        await ctx.tree.archive(args.session_id)
+    except SessionNotFound:  # deleted since the gate passed it
+        return _not_found(args.session_id)
     return _ok(sessionId=args.session_id, archived=True)
 
 

@@ -36,6 +36,9 @@ from halo_actors.core.events import (
     kind_of,
 )
 from halo_actors.core.log import MemoryEventLog, SqliteEventLog
+from halo_actors.tools.base import ToolContext, call_tool
+from halo_actors.tools.files import Workspace
+from halo_actors.tools.registry import BUILTIN_TOOLS
 
 SLOW = Rule(match=r"^slow", steps=(Step(text="slow work", chunk=2, delay=0.01),))
 
@@ -190,6 +193,39 @@ async def test_listing_a_tree_never_fails_while_part_of_it_is_deleted(
 
             assert listings[-1] == [root]
             assert all(listing[0] == root for listing in listings)
+
+
+async def test_a_target_archived_between_the_gate_and_the_delivery_is_answered_not_found(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The gate saw the target live; the archive finished before the delivery: the tool
+    # answered the supervisor's plain "session … is archived" instead of the gate's JSON.
+    answers: set[str] = set()
+    for yields in [*range(16)] * 3:  # the query lands before, during and after the archive
+        with trio.fail_after(BUDGET):
+            async with running(tmp_path, ANSWER_ANYTHING) as rt:
+                root = await rt.sup.create_session(namespace="web_a")
+                child = await rt.sup.start_child(root, "default", "a task")
+                await rt.sup.wait_idle(root)
+                context = ToolContext(
+                    session_id=root,
+                    agent_id="default",
+                    workspace=Workspace(tmp_path),
+                    tree=rt.sup,
+                    turn=rt.sup.actor(root),
+                )
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(rt.sup.archive, child)
+                    for _ in range(yields):
+                        await trio.lowlevel.checkpoint()
+                    query = {"session_id": child, "message": "late"}
+                    out = await call_tool(BUILTIN_TOOLS, context, "query_session", query)
+                answers.add(out.text.replace(child, "<child>"))
+    assert answers <= {
+        '{"code":0,"sessionId":"<child>","status":"started"}',
+        '{"code":0,"sessionId":"<child>","status":"queued"}',  # then discarded by the archive
+        '{"code":1,"error":"session <child> not found"}',
+    }, answers
 
 
 # --- found by the hostile-input suite (suite 4) ------------------------------------------
