@@ -171,6 +171,10 @@ def _check_start(model: TreeModel, call: Call, answer: ToolReturned) -> None:
         expect(ok, "start_unknown_profile", caller, answer.result)
         return
     got = parse(answer.result) or {}
+    if got.get("code") == 1 and model.cascading(caller, call.seq, call.end):
+        refused = {"code": 1, "error": f"session {caller} is being stopped"}
+        expect(got == refused, "start_while_stopping", caller, answer.result[:160])
+        return
     child = str(got.get("sessionId"))
     expect(got == {"code": 0, "sessionId": child, "status": "started"}, "start", caller, str(got))
     born = model.created.get(child)
@@ -183,7 +187,9 @@ def _check_list(model: TreeModel, call: Call, answer: ToolReturned) -> None:
     expect, caller, c, r = model.checks.expect, call.caller, call.seq, call.end
     got = parse(answer.result) or {}
     rows = got.get("sessions")
-    if not expect(got.get("code") == 0 and isinstance(rows, list), "list", caller, answer.result[:300]):
+    if not expect(
+        got.get("code") == 0 and isinstance(rows, list), "list", caller, answer.result[:300]
+    ):
         return
     assert isinstance(rows, list)
     listed = {str(row.get("sessionId")): row for row in rows if isinstance(row, dict)}

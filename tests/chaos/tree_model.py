@@ -159,6 +159,14 @@ class TreeModel:
         kinds = ("deleted",) if hows == ("delete",) else ("archived", "deleted")
         return min([*starts, *(self.first(session_id, k) for k in kinds)], default=NEVER)
 
+    def cascading(self, session_id: str, start: int, end: int) -> bool:
+        """Whether a cascade covering the session may have run between ``start`` and ``end``
+        (a session being stopped refuses new children)."""
+        return any(
+            c.covers(session_id) and c.start < end and (c.end is None or c.end > start)
+            for c in self.cascades
+        )
+
     def hard_hits(self, session_id: str) -> list[int]:
         """Seqs at which something may have aborted this session's turn."""
         hits = [c.start for c in self.cascades if c.covers(session_id)]

@@ -97,8 +97,13 @@ def _allowed(model: TreeModel, op: DirectOp) -> set[str]:
     maybe_deleted = {"not_found"} if model.maybe_gone_from(target, ("delete",)) < op.end else set()
     if model.gone_by(target) < op.start:
         return ON_ARCHIVED[op.verb] | maybe_deleted
+    stopping = (
+        {"unavailable"}
+        if op.verb == "start_child" and model.cascading(target, op.start, op.end)
+        else set()
+    )
     if model.maybe_gone_from(target) > op.end:
-        return SUCCESS[op.verb]
+        return SUCCESS[op.verb] | stopping
     return SUCCESS[op.verb] | ON_ARCHIVED[op.verb] | maybe_deleted
 
 
