@@ -164,3 +164,36 @@ def test_media_mid_line_is_text_however_the_line_is_split(deltas: list[str]) -> 
     assert "".join(s for kind, s in parts if kind == "text") == strip_media(whole)
     files = [s for kind, s in parts if kind == "file"]
     assert files == (["out/y.png"] if "out/y.png" in whole else [])
+
+
+async def test_a_resume_right_after_a_complete_gets_the_next_run_not_a_second_complete(
+    harness: Harness,
+) -> None:
+    """Found by the load suite: the run's ``agent_done`` (logged right after its terminal
+    ``complete``) showed as a second ``complete`` to a client resuming from that
+    ``complete``, which then took itself to be caught up and missed the next runs."""
+    sid = "web_alice_resumer"
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            chat = partial(sse, client, "POST", "/api/web/chat")
+            first = await chat(json={"message": "hi", "sessionId": sid})
+            second = await chat(json={"message": "hello again", "sessionId": sid})
+            params = {"sessionId": sid}
+            after_first = first.frames[-1].id
+            resumed = await sse(
+                client,
+                "GET",
+                "/api/web/subscribe",
+                params=params,
+                headers={"last-event-id": str(after_first)},
+            )
+            caught_up = await sse(
+                client,
+                "GET",
+                "/api/web/subscribe",
+                params=params,
+                headers={"last-event-id": str(second.frames[-1].id)},
+            )
+    assert [f.data for f in resumed.frames[1:]] == [f.data for f in second.frames[1:]]
+    assert [f.id for f in resumed.frames[1:]] == [f.id for f in second.frames[1:]]
+    assert caught_up.types() == ["session", "complete"]

@@ -11,7 +11,6 @@ from web_client import Frame, Harness, SseRead, SseStream, serve_harness, sse, w
 from halo_actors.core.events import TextStreamed
 from halo_actors.core.log import EventFilter
 from halo_actors.fronts.http import streams
-from halo_actors.fronts.http.frames import MediaFilter
 from halo_actors.runtime.supervisor import Supervisor
 
 
@@ -156,9 +155,9 @@ def _payloads(frames: list[Frame]) -> list[dict[str, object]]:
 async def test_a_run_ending_between_registration_and_idle_check_streams_to_its_complete(
     harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = streams.media_state_at
+    real = streams.stream_state_at
 
-    async def late(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
+    async def late(sup: Supervisor, session_id: str, seq: int) -> streams.StreamState:
         await sup.wait_idle(session_id)  # the run ends after the listener registered
         return await real(sup, session_id, seq)
 
@@ -172,7 +171,7 @@ async def test_a_run_ending_between_registration_and_idle_check_streams_to_its_c
             nursery.start_soon(chat)
             sup = await harness.sup()
             await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
-            monkeypatch.setattr(streams, "media_state_at", late)
+            monkeypatch.setattr(streams, "stream_state_at", late)
             sub = await sse(client, "GET", "/api/web/subscribe")
     tail = [f for f in reads[0].frames if f.id > sub.frames[0].id]
     assert _payloads(sub.frames[1:]) == _payloads(tail)

@@ -13,7 +13,8 @@ Rules:
   the filter flushes at every ``complete``;
 - SSE (``push=False``): a batch-boundary ``complete`` is absorbed; the first
   unmarked ``complete`` (or, failing one, the run's ``agent_done``) is terminal and
-  sets :attr:`Projector.done`. Push (``push=True``): every ``complete`` goes out
+  sets :attr:`Projector.done`; an ``agent_done`` right after a terminal ``complete``
+  (the same run's end) shows nothing, also when a resume starts between the two. Push (``push=True``): every ``complete`` goes out
   with its ``batchBoundary`` field and nothing is terminal.
 """
 
@@ -149,6 +150,9 @@ class Projector:
         self.push = push
         self.media = media or MediaFilter()
         self.done = False
+        self.after_terminal = False
+        """The last run-closing record seen was a terminal ``complete``: the run's
+        ``agent_done`` that follows it ends nothing new."""
 
     def project(self, record: Record) -> list[Frame]:
         if self.done:
@@ -158,6 +162,7 @@ class Projector:
             case TextStreamed(text=text):
                 return self._pieces(seq, self.media.feed(text))
             case RoundStarted(text=text):
+                self.after_terminal = False
                 return [(seq, {"type": "user", "text": text})]
             case ThinkingStreamed(text=text):
                 return [(seq, {"type": "thinking", "text": text})]
@@ -173,7 +178,11 @@ class Projector:
             case ErrorRaised(error=error):
                 return [(seq, {"type": "error", "error": error})]
             case TurnCompleted(batch_boundary=boundary):
+                self.after_terminal = not boundary
                 return self._complete(seq, boundary)
+            case AgentDone() if not self.push and self.after_terminal:
+                self.after_terminal = False  # the end of a run whose complete went out
+                return []
             case AgentDone() if not self.push:
                 return self._complete(seq, False)
             case _:

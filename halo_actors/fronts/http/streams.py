@@ -5,7 +5,10 @@ sends a message or checks idleness, so nothing that happens after the check can 
 missed; the subscription lives in the response's exit stack, so it is released on
 every exit. Frame ids come from the log (``frames``); resuming after an id replays
 exactly what followed it (the subscription's catch-up), with the ``MEDIA:`` line
-filter rebuilt as it stood at that id (:func:`media_state_at`).
+filter rebuilt as it stood at that id, and knowing whether a run had just ended
+there (:func:`stream_state_at`): the ``agent_done`` that follows a run's terminal
+``complete`` is not the end of another run, so a client resuming right after a
+``complete`` gets the next run, not a second ``complete`` for the one it saw.
 
 Idleness (``/subscribe``, ``running`` in history): a session is busy while a turn is
 open or while its run has another round to go; a compaction with nothing queued, or a
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 import trio
 
 from ...core.errors import SubscriptionClosed
-from ...core.events import Record, TextStreamed, TurnCompleted
+from ...core.events import AgentDone, Record, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
 from ...runtime.supervisor import Supervisor
 from .frames import Frame, MediaFilter, Projector, complete_frame, queued_frame, session_frame
@@ -43,21 +46,48 @@ def is_busy(sup: Supervisor, session_id: str) -> bool:
     return sup.is_running(session_id) and (bool(state.mailbox) or state.self_kick)
 
 
-async def media_state_at(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
-    """The ``MEDIA:`` filter as a stream of this session stood right after ``seq``."""
-    media = MediaFilter()
+@dataclass
+class StreamState:
+    """How a stream of one session stood right after some seq (what a resume starts from)."""
+
+    media: MediaFilter = field(default_factory=MediaFilter)
+    after_terminal: bool = False
+    """The session's last run-closing record up to there was a terminal ``complete``:
+    that run's ``agent_done`` (next) is not a new end of a run."""
+
+    def projector(self) -> Projector:
+        projector = Projector(media=self.media)
+        projector.after_terminal = self.after_terminal
+        return projector
+
+
+_STATE_KINDS = frozenset({"stream", "complete", "agent_done"})
+
+
+async def stream_state_at(sup: Supervisor, session_id: str, seq: int) -> StreamState:
+    """The ``MEDIA:`` line filter, and whether a run had just ended, right after ``seq``."""
+    state = StreamState()
     if not sup.exists(session_id):
-        return media
+        return state
     starts = [u.seq for u in sup.state(session_id).ui if u.kind == "user" and 0 < u.seq <= seq]
     if not starts:
-        return media
-    flt = EventFilter(session_id=session_id, kinds=frozenset({"stream", "complete"}))
+        return state
+    flt = EventFilter(session_id=session_id, kinds=_STATE_KINDS)
     for record in await sup.log.read(flt, after_seq=starts[-1], until_seq=seq):
-        if isinstance(record.event, TextStreamed):
-            media.feed(record.event.text)
-        elif isinstance(record.event, TurnCompleted):
-            media = MediaFilter()
-    return media
+        match record.event:
+            case TextStreamed(text=text):
+                state.media.feed(text)
+            case TurnCompleted(batch_boundary=boundary):
+                state.media = MediaFilter()
+                state.after_terminal = not boundary
+            case AgentDone():
+                state.after_terminal = False
+    return state
+
+
+async def media_state_at(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
+    """The ``MEDIA:`` filter as a stream of this session stood right after ``seq``."""
+    return (await stream_state_at(sup, session_id, seq)).media
 
 
 async def subscribe(
@@ -151,7 +181,8 @@ class SubscribePlan:
     async def open(self, stack: AsyncExitStack) -> list[Frame]:
         sub = await subscribe(stack, self.sup.log, self.session_id, self.after_seq, self.buffer)
         self._sub = sub
-        self._projector.media = await media_state_at(self.sup, self.session_id, sub.cursor)
+        state = await stream_state_at(self.sup, self.session_id, sub.cursor)
+        self._projector = state.projector()
         if not is_busy(self.sup, self.session_id):
             # Everything logged up to now is stored: a turn that ended after the listener
             # registered is replayed to its own ``complete``.
