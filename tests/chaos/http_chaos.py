@@ -210,6 +210,8 @@ def frame_matches(record: Record, session_id: str, payload: Payload) -> bool:
 class ChainReport:
     checks: int = 0
     problems: list[str] = field(default_factory=list)
+    covered: int = 0
+    """The last log position the chain covered (0: it never opened)."""
 
 
 def check_chain(chain: Chain, index: LogIndex) -> ChainReport:
@@ -253,6 +255,7 @@ def check_chain(chain: Chain, index: LogIndex) -> ChainReport:
                 report.problems.append(f"{sid}: frame {seq} {payload!r} is not in the log as shown")
                 continue
             shown.append(seq)
+    report.covered = covered
     duplicates = sorted({s for s in shown if shown.count(s) > 1})
     if duplicates:
         report.problems.append(f"{sid}: duplicate frames {duplicates[:10]}")

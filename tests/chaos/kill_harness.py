@@ -237,9 +237,9 @@ class Clients:
                 conn, "GET", "/api/web/subscribe", floor, headers=headers, params=params
             )
             news = any(f[1]["type"] != "complete" for f in conn.frames)
-            if conn.end == "complete" and self.final.is_set() and not news:
-                return
-            if conn.end == "complete":
+            if conn.end == "complete" and not news:  # idle: nothing after its last id
+                if self.final.is_set():
+                    return
                 await trio.sleep(self.rng.uniform(0.05, 0.3))
 
 
@@ -367,6 +367,12 @@ def verify(run: KillRun, records: list[Record]) -> None:
         report: ChainReport = check_chain(chain, index)
         run.checks += report.checks
         run.problems += report.problems
+        visible = index.shown.get(chain.session_id, [])
+        if chain.kind == "subscriber" and visible and report.covered < visible[-1]:
+            run.problems.append(
+                f"{chain.session_id}: a follower stopped at {report.covered}, before the "
+                f"session's last record {visible[-1]}"
+            )
     _verify_messages(run, records)
     states = fold(records)
     still_open = sorted(s for s, st in states.items() if st.turn_open)

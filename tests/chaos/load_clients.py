@@ -34,6 +34,8 @@ class Track:
     """
 
     session_id: str
+    follower: bool = False
+    """Follows its session for the whole run (it must reach the end of the log)."""
     start: int | None = None
     covered: int = 0
     shown: array[int] = field(default_factory=lambda: array("q"))
