@@ -76,9 +76,9 @@ def _note_known_bugs(tally: SuiteTally) -> None:
 
 @pytest.mark.parametrize("seed", seeds(3_000, 1, 10))
 def test_supervisor_keeps_the_tree_rules_on_a_memory_log(seed: int, tmp_path: Path) -> None:
-    search(seed, MEMORY, scale(40, 400), suite(SUITE), tmp_path)
+    search(seed, MEMORY, scale(40, 1000), suite(SUITE), tmp_path)
 
 
 @pytest.mark.parametrize("seed", seeds(3_500, 1, 5))
 def test_supervisor_keeps_the_tree_rules_on_a_sqlite_log(seed: int, tmp_path: Path) -> None:
-    search(seed, SQLITE, scale(3, 40), suite(SUITE), tmp_path)
+    search(seed, SQLITE, scale(3, 100), suite(SUITE), tmp_path)

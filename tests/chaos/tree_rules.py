@@ -35,9 +35,10 @@ from halo_actors.core import ids
 from halo_actors.core.events import MessageQueued, Record, ReportSent, RoundStarted, kind_of
 
 ESCAPED = "cascade_missed_new_child"
-"""Rule name of a known runtime bug (see ``KNOWN_BUGS``)."""
+"""Rule: a child born under a cascade's target while it ran escaped it (a bug this suite
+found, now fixed; its own rule name lets ``tree_bugs`` tell it apart if it comes back)."""
 LATE_DELIVERY = "delivered_after_archive"
-"""Rule name of a known runtime bug (see ``KNOWN_BUGS``)."""
+"""Rule: a message that passed its check before an archive landed after it (likewise)."""
 LATE_KINDS = frozenset({"message_queued", "flags", "agent_done", "archived"})
 """What such a late delivery logs: the message, and the run it claims ending at once."""
 AFTER_ARCHIVE = frozenset({"archived", "deleted", "flags", "mailbox_discarded"})
@@ -121,7 +122,7 @@ def check_cascades(model: TreeModel) -> None:
             born = model.created_at(sid)
             if born < cascade.end and cascade.covers(sid) and not _covered(model, sid, cascade):
                 new = born > cascade.start
-                if new:  # known bug: a child started during the cascade escapes it
+                if new:  # a child started during the cascade escaped it
                     model.escaped.add(sid)
                 rule = ESCAPED if new else "cascade_missed"
                 expect(False, rule, sid, f"{cascade.how} of {cascade.target}", cascade.target)
@@ -149,7 +150,7 @@ def check_histories(model: TreeModel, left: Mapping[str, int]) -> None:
         kinds = [kind_of(r.event) for r in records]
         for gone, allowed in (("archived", AFTER_ARCHIVE), ("deleted", frozenset())):
             after = set(kinds[kinds.index(gone) + 1 :]) - allowed if gone in kinds else set()
-            # Known bug: a delivery that passed its check before the archive landed after it.
+            # A delivery that passed its check before the archive, landed after it.
             rule = LATE_DELIVERY if after and after <= LATE_KINDS else f"revived_after_{gone}"
             expect(not after, rule, sid, f"{sorted(after)} after {gone}")
         rounds = [r for r in records if isinstance(r.event, RoundStarted)]
