@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 import trio
 
 from ...core.errors import SubscriptionClosed
-from ...core.events import AgentDone, Record, TextStreamed, TurnCompleted
+from ...core.events import AgentDone, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
 from ...runtime.supervisor import Supervisor
 from .frames import Frame, MediaFilter, Projector, complete_frame, queued_frame, session_frame
 
-CATCH_UP_PAGE = 1_000
+REPLAY_PAGE = 200
+"""Records an idle replay reads at a time; it stops at the first terminal ``complete``."""
 
 
 def is_busy(sup: Supervisor, session_id: str) -> bool:
@@ -69,11 +70,18 @@ async def stream_state_at(sup: Supervisor, session_id: str, seq: int) -> StreamS
     state = StreamState()
     if not sup.exists(session_id):
         return state
-    starts = [u.seq for u in sup.state(session_id).ui if u.kind == "user" and 0 < u.seq <= seq]
-    if not starts:
+    start = next(
+        (
+            u.seq
+            for u in reversed(sup.state(session_id).ui)
+            if u.kind == "user" and 0 < u.seq <= seq
+        ),
+        None,
+    )
+    if start is None:
         return state
     flt = EventFilter(session_id=session_id, kinds=_STATE_KINDS)
-    for record in await sup.log.read(flt, after_seq=starts[-1], until_seq=seq):
+    for record in await sup.log.read(flt, after_seq=start, until_seq=seq):
         match record.event:
             case TextStreamed(text=text):
                 state.media.feed(text)
@@ -194,25 +202,19 @@ class SubscribePlan:
         if self._idle_until is None:
             await pump_subscription(self._sub, self._projector, out)
             return
-        for record in await self._stored(self._sub.cursor, self._idle_until):
-            for frame in self._projector.project(record):
-                await out.send(frame)
-            if self._projector.done:
-                return
-        await out.send(complete_frame(self._idle_until))
-
-    async def _stored(self, after: int, until: int) -> list[Record]:
+        after, until = self._sub.cursor, self._idle_until
         flt = EventFilter(session_id=self.session_id)
-        out: list[Record] = []
-        while after < until:
-            page = await self.sup.log.read(
-                flt, after_seq=after, until_seq=until, limit=CATCH_UP_PAGE
-            )
-            out.extend(page)
-            if len(page) < CATCH_UP_PAGE:
+        while after < until:  # page by page: a client far behind gets one run per answer
+            page = await self.sup.log.read(flt, after_seq=after, until_seq=until, limit=REPLAY_PAGE)
+            for record in page:
+                for frame in self._projector.project(record):
+                    await out.send(frame)
+                if self._projector.done:
+                    return
+            if len(page) < REPLAY_PAGE:
                 break
             after = page[-1].seq
-        return out
+        await out.send(complete_frame(until))
 
 
 @dataclass
