@@ -57,7 +57,9 @@ class LoadPlan:
     count: tuple[int, int] = (6, 14)
     """``count to K`` with K in this range: a turn of K/4 seconds."""
     pause: tuple[float, float] = (0.3, 1.5)
-    """Seconds a follower waits after a ``complete`` before it resumes."""
+    """Seconds a follower waits after an idle answer before it asks again."""
+    think: tuple[float, float] = (0.2, 1.0)
+    """Seconds a driver waits between its messages."""
 
 
 @dataclass
@@ -98,7 +100,7 @@ class Load:
                 if self.rng.random() < 0.2:
                     await trio.sleep(self.rng.uniform(0.2, 1.0))
                     nursery.start_soon(self.chat, sid, f"note-{index}-{n}")
-            await trio.sleep(self.rng.uniform(0.2, 1.0))
+            await trio.sleep(self.rng.uniform(*self.run.plan.think))
 
     async def chat(self, sid: str, message: str) -> None:
         track = Track(sid)
@@ -199,6 +201,8 @@ async def _drive(load: Load, server: ServerProcess, roots: list[str]) -> None:
         while (await _stats(server))["running"]:  # noqa: ASYNC110 - polls another process
             await trio.sleep(0.2)  # (reports up the trees finish too)
         load.final.set()
+        stopped = trio.current_time()
+    run.figures["seconds for the followers to catch up"] = round(trio.current_time() - stopped, 1)
 
 
 async def _settle(run: LoadRun, server: ServerProcess) -> None:

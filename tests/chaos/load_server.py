@@ -11,6 +11,7 @@ clients' own memory never counts.
 
 from __future__ import annotations
 
+import cProfile
 import gc
 import json
 import os
@@ -94,4 +95,13 @@ async def main(workspace: Path, state: Path) -> None:
 
 if __name__ == "__main__":
     configure_logging()  # warnings and errors, to stderr, like ``python -m halo_actors``
-    trio.run(main, Path(sys.argv[1]).resolve(), Path(sys.argv[2]))
+    profile_to = os.environ.get("HALO_LOAD_PROFILE")  # a diagnostic: cProfile to this file
+    profiler = cProfile.Profile() if profile_to else None
+    if profiler is not None:
+        profiler.enable()
+    try:
+        trio.run(main, Path(sys.argv[1]).resolve(), Path(sys.argv[2]))
+    finally:
+        if profiler is not None and profile_to:
+            profiler.disable()
+            profiler.dump_stats(profile_to)
