@@ -40,7 +40,7 @@ FLAT_TOLERANCE = 0.05
 FLAT_SLACK = 4 << 20
 HEAP_BLOCKS_PER_RECORD = 10
 """Live heap growth allowed per logged record over the run (session state grows with
-history: about 1.5 blocks per record measured); a leak per connection or per request
+history: about 1 block per record measured); a leak per connection or per request
 shows up far above it."""
 HEAP_SLACK = 20_000
 
