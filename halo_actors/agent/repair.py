@@ -90,6 +90,8 @@ class RepairCache:
 
     def view(self, messages: list[Message], edited_from: int) -> tuple[Message, ...]:
         keep = min(self._valid, edited_from, len(messages))
+        while keep and messages[keep - 1].role == "assistant" and messages[keep - 1].tool_uses():
+            keep -= 1  # its results are in the tail: re-check the call with them
         tail = messages[keep:]
         fixed = repair(tail)
         if len(fixed) != len(tail) or any(a is not b for a, b in zip(fixed, tail, strict=True)):
