@@ -17,7 +17,6 @@ real clock and keep their commands short.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import trio
+from proc_table import live_group_members, processes_in
 
 from halo_actors.agent.model import ModelEvent, ModelRequest, estimate_tokens
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
@@ -165,40 +165,6 @@ def read_pid(path: Path) -> int | None:
     except FileNotFoundError:
         return None
     return int(text) if text else None
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids of processes in group ``pgid`` that still run (zombies excluded), from /proc."""
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Pids of live (non-zombie) processes whose working directory is ``directory``."""
-    target = directory.resolve()
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cwd = Path(os.readlink(f"/proc/{name}/cwd"))
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        state = raw[raw.rindex(b")") + 2 :].split()[0]
-        if cwd == target and state not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 __all__ = [

@@ -18,6 +18,7 @@ from typing import Literal
 
 import pytest
 import trio
+from proc_table import live_group_members
 
 from halo_actors.core.errors import InvalidInput
 from halo_actors.tools.base import Delivery, ToolContext, ToolOutput, call_tool
@@ -122,22 +123,6 @@ def context(ws: Workspace, turn: RecordingTurn, **shell: float) -> ToolContext:
 async def run(ctx: ToolContext, tool: str, **args: object) -> ToolOutput:
     with trio.fail_after(BUDGET):
         return await call_tool(BUILTIN_TOOLS, ctx, tool, args)
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group ``pgid`` that still run (zombies excluded), from /proc."""
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 # --- shell_exec ------------------------------------------------------------------------

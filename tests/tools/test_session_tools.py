@@ -26,6 +26,7 @@ from typing import TypeVar
 import pytest
 import trio
 import trio.testing
+from proc_table import live_group_members, processes_in
 
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from halo_actors.core import ids
@@ -174,39 +175,6 @@ async def world(tmp_path: Path) -> AsyncIterator[World]:
     workspace = Workspace(tmp_path)
     async with open_supervisor(log, model, workspace=workspace, profiles=PROFILES) as sup:
         yield World(sup, log, workspace.root)
-
-
-def live_group_members(pgid: int) -> list[int]:
-    """Pids in process group ``pgid`` that still run (zombies excluded), from /proc."""
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw[raw.rindex(b")") + 2 :].split()
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Pids of live processes whose working directory is ``directory``."""
-    target = directory.resolve()
-    found: list[int] = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cwd = Path(os.readlink(f"/proc/{name}/cwd"))
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        if cwd == target and raw[raw.rindex(b")") + 2 :].split()[0] not in (b"Z", b"X"):
-            found.append(int(name))
-    return found
 
 
 @pytest.fixture(autouse=True)
