@@ -208,8 +208,7 @@ class SessionActor:
         caller's deadline): a session must never stay "running" with no task behind it.
         """
         try:
-            if self.state.turn_open:
-                await self.emit(*closing_events(self.state, why))
+            await self.emit(*closing_events(self.state, why, run_ended=True))
         except Exception:
             self.logger.exception("closing_records_lost")
         finally:
@@ -405,8 +404,13 @@ class _Host:
         return await self._at_boundary()
 
 
-def closing_events(state: SessionState, why: str) -> list[Event]:
-    """What closes a turn cut by a crash: results for its open calls, an error, ``complete``."""
+def closing_events(state: SessionState, why: str, *, run_ended: bool = False) -> list[Event]:
+    """What closes a turn cut by a crash: results for its open calls, an error, ``complete``.
+
+    ``run_ended``: a run ended early, with or without a turn open (a failed manual
+    compaction has none); its error and ``agent_done`` are logged either way, so a
+    stream following the run sees it end.
+    """
     events: list[Event] = [
         ToolReturned(
             tool_name=use.name,
@@ -425,4 +429,6 @@ def closing_events(state: SessionState, why: str) -> list[Event]:
             TurnCompleted(stop_reason="restarted"),
             AgentDone(),
         ]
+    elif run_ended:
+        events += [ErrorRaised(error=f"{why} before it finished"), AgentDone()]
     return events

@@ -3,6 +3,7 @@ arriving during one does (queue only, or queue and interrupt at that boundary)."
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import trio
@@ -20,6 +21,7 @@ from runtime_harness import (
     running,
 )
 
+from halo_actors.agent.model import ModelEvent, ModelRequest
 from halo_actors.core.events import Compacted, FlagsChanged, Record, RoundStarted, kind_of
 
 SUMMARY_LINE = "[summary of the earlier conversation]"
@@ -193,3 +195,35 @@ async def test_message_during_a_turn_end_compaction_is_queued_without_interrupt_
             last = (await rt.rounds(sid))[-1]
             assert last.text == "during"
             assert not last.resumed_after_interrupt
+
+
+class FailingCompactionModel(SlowCompactionModel):
+    """Answers turns; a compaction request fails (a model outage mid-compaction)."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        if request.purpose == "compact":
+            raise ConnectionError("the model is unreachable")
+        async for item in super().stream(request):
+            yield item
+
+
+async def test_a_manual_compaction_whose_model_fails_ends_its_run_with_an_error_and_agent_done(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    model = FailingCompactionModel(Script(rules=(ANSWER_ANYTHING,)), seconds=0)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, model=model) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await chat(rt, sid, "first", "second")
+            before = len(await rt.records(sid))
+            assert await rt.sup.compact(sid) == "started"
+            await rt.sup.wait_idle(sid)
+
+            tail = tags((await rt.records(sid))[before:])
+            assert tail == ["flags", "flags", "error", "agent_done"]
+            assert not rt.sup.is_running(sid)
+            assert not rt.sup.state(sid).is_compacting
+            assert rt.sup.state(sid).messages[0].text() == "first"  # nothing lost
+            assert await rt.sup.send(sid, "third") == "started"  # the session still works
+            await rt.sup.wait_idle(sid)
+            await rt.assert_replay_matches(sid)
