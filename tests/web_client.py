@@ -55,9 +55,42 @@ TEST_SCRIPT = Script(
 )
 
 
+@dataclass(frozen=True)
+class EventId:
+    """An SSE frame id, ordered as the stream sends them: ``N.1 < N.2 < N < N+1``."""
+
+    seq: int
+    part: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> EventId:
+        seq, _, part = text.partition(".")
+        return cls(int(seq), int(part) if part else 0)
+
+    def _key(self) -> tuple[int, float]:
+        return self.seq, self.part or float("inf")
+
+    def __lt__(self, other: object) -> bool:
+        if isinstance(other, int):
+            other = EventId(other)
+        if not isinstance(other, EventId):
+            return NotImplemented
+        return self._key() < other._key()
+
+    def __gt__(self, other: object) -> bool:
+        if isinstance(other, int):
+            other = EventId(other)
+        if not isinstance(other, EventId):
+            return NotImplemented
+        return self._key() > other._key()
+
+    def __str__(self) -> str:
+        return f"{self.seq}.{self.part}" if self.part else str(self.seq)
+
+
 @dataclass
 class Frame:
-    id: int
+    id: EventId
     data: dict[str, object]
 
     @property
@@ -87,13 +120,13 @@ class SseStream:
     async def take(self, count: int | None = None) -> list[Frame]:
         """The next ``count`` frames (all the rest when None); fewer if the body ends."""
         got: list[Frame] = []
-        event_id: int | None = None
+        event_id: EventId | None = None
         data: list[str] = []
         async for line in self._lines:
             if line.startswith(":"):
                 self.read.comments.append(line)
             elif line.startswith("id: "):
-                event_id = int(line[4:])
+                event_id = EventId.parse(line[4:])
             elif line.startswith("data: "):
                 data.append(line[6:])
             elif line == "" and data:

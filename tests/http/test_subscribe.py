@@ -137,6 +137,38 @@ async def test_an_overflowing_listener_closes_its_stream_and_resume_misses_nothi
     assert rest.types()[-1] == "complete"
 
 
+async def test_resume_from_any_frame_of_a_record_shown_as_several_frames_misses_nothing(
+    harness: Harness,
+) -> None:
+    with trio.fail_after(15):
+        async with harness.client(harness.token()) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "media"})
+            resumed = [
+                await sse(
+                    client, "GET", "/api/web/subscribe", headers={"last-event-id": str(frame.id)}
+                )
+                for frame in full.frames[1:-1]
+            ]
+    ids = [f.id for f in full.frames[1:]]
+    assert any(i.part for i in ids), "the file frame shares a record with text"
+    assert len(set(ids)) == len(ids) and ids == sorted(ids)
+    for cut, read in enumerate(resumed, start=2):
+        assert [(f.id, f.data) for f in read.frames[1:]] == [
+            (f.id, f.data) for f in full.frames[cut:]
+        ]
+
+
+BAD_RESUME_IDS = ["-1", "1.", ".1", "0.1", "1.2.3", "1.-2", "1.x", "1." + "9" * 19]
+
+
+@pytest.mark.parametrize("resume", BAD_RESUME_IDS)
+async def test_a_malformed_resume_id_is_refused(harness: Harness, resume: str) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            bad = await client.get("/api/web/subscribe", headers={"last-event-id": resume})
+    assert bad.status_code == 400 and bad.json() == {"error": "Invalid lastEventId"}
+
+
 async def test_bad_resume_ids_and_unknown_sessions_are_refused(harness: Harness) -> None:
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:

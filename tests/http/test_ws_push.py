@@ -64,8 +64,8 @@ async def test_push_resumes_after_last_event_id(harness: Harness) -> None:
         async with trio_websocket.open_websocket_url(url) as ws:
             json.loads(await ws.get_message())
             frames = await _collect(ws, until_completes=1)
-    assert [f["seq"] for f in frames] == [f.id for f in full.frames[2:]]
-    assert frames[-1] == {"type": "complete", "batchBoundary": False, "seq": full.frames[-1].id}
+    assert [f["seq"] for f in frames] == [f.id.seq for f in full.frames[2:]]
+    assert frames[-1] == {"type": "complete", "batchBoundary": False, "seq": full.frames[-1].id.seq}
 
 
 @pytest.mark.parametrize(
@@ -100,3 +100,24 @@ async def test_push_closes_with_going_away_when_the_server_drains(harness: Harne
             with pytest.raises(trio_websocket.ConnectionClosed) as closed:
                 await ws.get_message()
     assert closed.value.reason is not None and closed.value.reason.code in (1001, 1006)
+
+
+async def test_push_resumes_inside_an_event_shown_as_several_frames(
+    harness: Harness,
+) -> None:
+    token = harness.token()
+    with trio.fail_after(10):
+        async with harness.client(token) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "media"})
+        sid = full.frames[0].data["sessionId"]
+        (inside,) = [i for i, f in enumerate(full.frames) if f.id.part]
+        url = _ws_url(
+            harness, f"token={token}&sessionId={sid}&lastEventId={full.frames[inside].id}"
+        )
+        async with trio_websocket.open_websocket_url(url) as ws:
+            json.loads(await ws.get_message())
+            frames = await _collect(ws, until_completes=1)
+    shown = [f for f in frames if f["type"] != "complete"]
+    expected = [f for f in full.frames[inside + 1 :] if f.type != "complete"]
+    assert [f.pop("seq") for f in shown] == [f.id.seq for f in expected]
+    assert shown == [f.data for f in expected]  # no ``part``: each is its event's last frame

@@ -17,6 +17,7 @@ import trio
 from starlette.requests import Request
 
 from .errors import ApiError
+from .frames import Resume
 
 T = TypeVar("T")
 MAX_IMAGES = 16
@@ -106,3 +107,19 @@ def digits(value: str | None, name: str) -> int | None:
     if not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
         raise ApiError(400, f"Invalid {name}")
     return int(value)
+
+
+def resume_id(value: str | None, name: str) -> Resume | None:
+    """A frame id to resume after: ``seq`` or ``seq.part`` (each part up to 18 digits)."""
+    seq, dot, part = (value or "").partition(".")
+    whole = digits(seq, name)
+    if whole is None:
+        if dot:
+            raise ApiError(400, f"Invalid {name}")
+        return None
+    if not dot:
+        return Resume(whole)
+    shown = digits(part, name)
+    if shown is None or whole == 0:
+        raise ApiError(400, f"Invalid {name}")
+    return Resume(whole, shown)

@@ -103,7 +103,7 @@ async def _fixed(
     """``session``, the command's own frames, ``complete``, all at the current seq."""
     seq = sup.log.last_seq
     frames = [session_frame(seq, session_id), *middle, complete_frame(seq)]
-    return [(seq, payload) for _, payload in frames]
+    return [Frame(seq, f.payload) for f in frames]
 
 
 def render_tree(sup: Supervisor, session_id: str) -> str:

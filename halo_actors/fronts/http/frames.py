@@ -1,8 +1,14 @@
 """Log records → client frames: the one projection SSE and the WebSocket push share.
 
-A frame is ``(id, payload)``: the payload is exactly the JSON object of
-``docs/http.md``; the id is the log sequence number of the record that produced
-it (or, for frames a route builds, the cursor the stream stands at).
+A frame is ``(seq, payload, part)``: the payload is exactly the JSON object of
+``docs/http.md``; ``seq`` is the log sequence number of the record that produced
+it (or, for frames a route builds, the cursor the stream stands at). A record
+shown as several frames (text, then a ``file`` for a ``MEDIA:`` line; flushed text,
+then ``complete``) numbers all but its last: ``part`` k means "the first k frames
+of record ``seq``", and the frame's id reads ``seq.k``. The last frame, like every
+single one, has the plain id ``seq``: "everything through record ``seq``". So every
+frame id names exactly what came before it, and a resume (:class:`Resume`) from
+any id has no gap and no duplicate.
 
 Rules:
 - only client kinds leave the server: ``user``, ``thinking``, ``stream``,
@@ -21,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 from urllib.parse import quote
 
 import msgspec
@@ -38,7 +45,31 @@ from ...core.events import (
 )
 
 Payload = dict[str, object]
-Frame = tuple[int, Payload]
+
+
+class Frame(NamedTuple):
+    seq: int
+    payload: Payload
+    part: int = 0
+    """0: this frame ends record ``seq`` (or is the only one); k: the k-th of its frames."""
+
+    @property
+    def event_id(self) -> str:
+        return f"{self.seq}.{self.part}" if self.part else str(self.seq)
+
+
+class Resume(NamedTuple):
+    """A resume id (``Last-Event-ID``): ``seq``, or ``seq.part`` inside one record."""
+
+    seq: int
+    part: int = 0
+
+    @property
+    def after_seq(self) -> int:
+        """The log cursor to replay after: a part-way record is replayed whole."""
+        return self.seq - 1 if self.part else self.seq
+
+
 RESULT_CAP = 500
 FILE_ROUTE = "/api/web/file"
 _MEDIA_LINE = re.compile(r"[ \t]*MEDIA:[ \t]*(\S(?:.*\S)?)[ \t]*\r?\n?")
@@ -47,37 +78,37 @@ _encoder = msgspec.json.Encoder()
 
 
 def session_frame(seq: int, session_id: str) -> Frame:
-    return seq, {"type": "session", "sessionId": session_id}
+    return Frame(seq, {"type": "session", "sessionId": session_id})
 
 
 def switch_frame(seq: int, session_id: str) -> Frame:
-    return seq, {"type": "switch", "sessionId": session_id}
+    return Frame(seq, {"type": "switch", "sessionId": session_id})
 
 
 def queued_frame(seq: int) -> Frame:
-    return seq, {"type": "queued"}
+    return Frame(seq, {"type": "queued"})
 
 
 def complete_frame(seq: int) -> Frame:
-    return seq, {"type": "complete"}
+    return Frame(seq, {"type": "complete"})
 
 
 def text_frame(seq: int, text: str) -> Frame:
-    return seq, {"type": "stream", "text": text}
+    return Frame(seq, {"type": "stream", "text": text})
 
 
 def file_frame(seq: int, path: str) -> Frame:
-    return seq, {"type": "file", "path": path, "url": f"{FILE_ROUTE}?path={quote(path)}"}
+    return Frame(seq, {"type": "file", "path": path, "url": f"{FILE_ROUTE}?path={quote(path)}"})
 
 
 def encode_sse(frame: Frame) -> bytes:
-    seq, payload = frame
-    return b"id: %d\ndata: %s\n\n" % (seq, _encoder.encode(payload))
+    return b"id: %s\ndata: %s\n\n" % (frame.event_id.encode(), _encoder.encode(frame.payload))
 
 
 def encode_push(frame: Frame) -> str:
-    seq, payload = frame
-    return _encoder.encode({**payload, "seq": seq}).decode()
+    """The payload with its ``seq``, and ``part`` on all but the last frame of a record."""
+    extra: Payload = {"seq": frame.seq, "part": frame.part} if frame.part else {"seq": frame.seq}
+    return _encoder.encode(frame.payload | extra).decode()
 
 
 class MediaFilter:
@@ -146,37 +177,50 @@ def strip_media(text: str) -> str:
 class Projector:
     """Stateful projection of one session's records (in seq order) into frames."""
 
-    def __init__(self, *, push: bool = False, media: MediaFilter | None = None) -> None:
+    def __init__(
+        self, *, push: bool = False, media: MediaFilter | None = None, skip: Resume | None = None
+    ) -> None:
         self.push = push
         self.media = media or MediaFilter()
+        self.skip = skip if skip is not None and skip.part else None
+        """A resume inside a record: its first ``part`` frames were already shown."""
         self.done = False
         self.after_terminal = False
         """The last run-closing record seen was a terminal ``complete``: the run's
         ``agent_done`` that follows it ends nothing new."""
 
     def project(self, record: Record) -> list[Frame]:
+        """The record's frames, all but the last numbered (``part``), less any skipped."""
         if self.done:
             return []
+        frames = self._frames(record)
+        if len(frames) > 1:
+            frames[:-1] = [f._replace(part=k) for k, f in enumerate(frames[:-1], 1)]
+        if self.skip is not None and self.skip.seq == record.seq:
+            frames, self.skip = frames[self.skip.part :], None
+        return frames
+
+    def _frames(self, record: Record) -> list[Frame]:
         seq = record.seq
         match record.event:
             case TextStreamed(text=text):
                 return self._pieces(seq, self.media.feed(text))
             case RoundStarted(text=text):
                 self.after_terminal = False
-                return [(seq, {"type": "user", "text": text})]
+                return [Frame(seq, {"type": "user", "text": text})]
             case ThinkingStreamed(text=text):
-                return [(seq, {"type": "thinking", "text": text})]
+                return [Frame(seq, {"type": "thinking", "text": text})]
             case ToolCalled() as e:
                 payload: Payload = {"type": "tool_call", "toolName": e.tool_name}
                 payload |= {"toolUseId": e.tool_use_id, "toolInput": e.tool_input}
-                return [(seq, payload)]
+                return [Frame(seq, payload)]
             case ToolReturned() as e:
                 shown = e.ui_result if e.ui_result is not None else e.result
                 payload = {"type": "tool_result", "toolName": e.tool_name}
                 payload |= {"toolUseId": e.tool_use_id, "result": shown[:RESULT_CAP]}
-                return [(seq, payload)]
+                return [Frame(seq, payload)]
             case ErrorRaised(error=error):
-                return [(seq, {"type": "error", "error": error})]
+                return [Frame(seq, {"type": "error", "error": error})]
             case TurnCompleted(batch_boundary=boundary):
                 self.after_terminal = not boundary
                 return self._complete(seq, boundary)
@@ -191,7 +235,7 @@ class Projector:
     def _complete(self, seq: int, boundary: bool) -> list[Frame]:
         frames = self._pieces(seq, self.media.flush())
         if self.push:
-            frames.append((seq, {"type": "complete", "batchBoundary": boundary}))
+            frames.append(Frame(seq, {"type": "complete", "batchBoundary": boundary}))
         elif not boundary:
             frames.append(complete_frame(seq))
             self.done = True

@@ -72,6 +72,8 @@ def _param(name: str, where: str, description: str, schema: Schema = _STR) -> Sc
 
 _DIGITS: Final[Schema] = {"type": "string", "pattern": "^[0-9]{0,18}$"}
 """A non-negative integer parameter: up to 18 digits (so it fits a signed 64-bit integer)."""
+_EVENT_ID: Final[Schema] = {"type": "string", "pattern": "^$|^[0-9]{1,18}([.][0-9]{1,18})?$"}
+"""A frame id to resume after: ``seq``, or ``seq.part`` for a frame inside one record."""
 _WORKSPACE: Final[Schema] = {"type": "string", "pattern": "^$|^/"}
 """An absolute path; empty counts as absent (as for every override)."""
 _SEGMENT = "[A-Za-z0-9_.-]{1,128}"
@@ -293,8 +295,8 @@ def _reading_paths() -> dict[str, Schema]:
                 "SSE: reattach to the session (one complete when idle); resumable",
                 {"200": _sse("SSE frames (see Frame)"), "404": _error("session not found")},
                 parameters=[
-                    _param("lastEventId", "query", "resume after this id", _DIGITS),
-                    _param("last-event-id", "header", "resume after this id", _DIGITS),
+                    _param("lastEventId", "query", "resume after this id", _EVENT_ID),
+                    _param("last-event-id", "header", "resume after this id", _EVENT_ID),
                     *target,
                 ],
             )
@@ -325,7 +327,7 @@ def _reading_paths() -> dict[str, Schema]:
                     "101": {"description": "switching protocols"},
                     "426": _error("a plain HTTP request: this route needs a WebSocket upgrade"),
                 },
-                parameters=[_param("lastEventId", "query", "resume", _DIGITS), *target],
+                parameters=[_param("lastEventId", "query", "resume", _EVENT_ID), *target],
             )
         },
         "/api/openapi.json": {

@@ -21,7 +21,7 @@ from ...runtime.supervisor import Supervisor
 from ...tools.files import Workspace
 from .addressing import Caller, check_session_id, own_roots, pick
 from .app import Front, front_of
-from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body
+from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body, resume_id
 from .commands import command_stream, parse_command
 from .errors import SESSION_NOT_FOUND, ApiError
 from .frames import Frame, complete_frame, session_frame
@@ -169,7 +169,7 @@ async def subscribe(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
     resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-    after = digits(resume, "lastEventId")
+    after = resume_id(resume, "lastEventId")
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)

@@ -27,7 +27,15 @@ from ...core.errors import SubscriptionClosed
 from ...core.events import AgentDone, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
 from ...runtime.supervisor import Supervisor
-from .frames import Frame, MediaFilter, Projector, complete_frame, queued_frame, session_frame
+from .frames import (
+    Frame,
+    MediaFilter,
+    Projector,
+    Resume,
+    complete_frame,
+    queued_frame,
+    session_frame,
+)
 
 REPLAY_PAGE = 200
 """Records an idle replay reads at a time; it stops at the first terminal ``complete``."""
@@ -56,8 +64,8 @@ class StreamState:
     """The session's last run-closing record up to there was a terminal ``complete``:
     that run's ``agent_done`` (next) is not a new end of a run."""
 
-    def projector(self) -> Projector:
-        projector = Projector(media=self.media)
+    def projector(self, skip: Resume | None = None) -> Projector:
+        projector = Projector(media=self.media, skip=skip)
         projector.after_terminal = self.after_terminal
         return projector
 
@@ -171,7 +179,7 @@ class ChatPlan:
 class SubscribePlan:
     """Reattach to a session: stream to the terminal ``complete``, or one ``complete`` if idle.
 
-    ``after_seq`` (``Last-Event-ID``) makes it a resume: the frames after that id come
+    ``resume`` (``Last-Event-ID``) makes it a resume: the frames after that id come
     first, straight from the log; an idle session then ends at the first terminal
     ``complete`` among them, or with one ``complete`` when they hold none. The same
     holds without a resume id for a run that ended between the listener's
@@ -180,17 +188,18 @@ class SubscribePlan:
 
     sup: Supervisor
     session_id: str
-    after_seq: int | None
+    resume: Resume | None
     buffer: int
     _sub: Subscription | None = field(default=None, init=False)
     _projector: Projector = field(default_factory=Projector, init=False)
     _idle_until: int | None = field(default=None, init=False)
 
     async def open(self, stack: AsyncExitStack) -> list[Frame]:
-        sub = await subscribe(stack, self.sup.log, self.session_id, self.after_seq, self.buffer)
+        after = None if self.resume is None else self.resume.after_seq
+        sub = await subscribe(stack, self.sup.log, self.session_id, after, self.buffer)
         self._sub = sub
         state = await stream_state_at(self.sup, self.session_id, sub.cursor)
-        self._projector = state.projector()
+        self._projector = state.projector(self.resume)
         if not is_busy(self.sup, self.session_id):
             # Everything logged up to now is stored: a turn that ended after the listener
             # registered is replayed to its own ``complete``.

@@ -24,9 +24,9 @@ from ...core.errors import HaloError, SubscriptionClosed, SubscriptionOverflow
 from ...core.log import EventFilter, Subscription
 from .addressing import authenticate, check_session_id, pick
 from .app import Front
-from .body import digits
+from .body import resume_id
 from .errors import ApiError, error_response
-from .frames import Projector, encode_push, session_frame
+from .frames import Projector, Resume, encode_push, session_frame
 from .streams import media_state_at
 
 log = structlog.get_logger("halo_actors.http")
@@ -58,7 +58,7 @@ async def push(websocket: WebSocket) -> None:
     sup = await front.runtimes.get(workspace)
     assert sup is not None
     flt = EventFilter(session_id=session_id)
-    cursor = sup.log.last_seq if after is None else after
+    cursor = sup.log.last_seq if after is None else after.after_seq
     front.stream_opened()
     try:
         buffer = front.settings.subscriber_buffer
@@ -69,18 +69,18 @@ async def push(websocket: WebSocket) -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_until_client_leaves, websocket, nursery.cancel_scope)
                 nursery.start_soon(_until_draining, front, websocket, nursery.cancel_scope)
-                await _forward(websocket, sub, Projector(push=True, media=media))
+                await _forward(websocket, sub, Projector(push=True, media=media, skip=after))
                 nursery.cancel_scope.cancel()
     finally:
         front.stream_closed()
 
 
-async def _target(front: Front, websocket: WebSocket) -> tuple[str, str, int | None]:
+async def _target(front: Front, websocket: WebSocket) -> tuple[str, str, Resume | None]:
     q, h = websocket.query_params, websocket.headers
     caller = await authenticate(front.tokens, h, q)
     workspace = await front.workspace(caller, pick(None, q, h, "workspace", "x-workspace"))
     explicit = pick(None, q, h, "sessionId", "x-session-id")
-    after = digits(q.get("lastEventId") or h.get("last-event-id"), "lastEventId")
+    after = resume_id(q.get("lastEventId") or h.get("last-event-id"), "lastEventId")
     if explicit is not None:
         return workspace, check_session_id(caller, explicit), after
     sup = await front.runtimes.get(workspace, create=False)
