@@ -13,7 +13,7 @@ Invariants:
 - stop/archive/delete mark the whole subtree ``stopping`` before aborting any of
   it, so no run that ends during a cascade reports to (and wakes) an ancestor;
 - after a restart, a turn that was open is closed with an explicit error and a
-  terminal ``complete``; queued messages stay queued.
+  terminal ``complete``, and a session with queued messages gets a run.
 """
 
 from __future__ import annotations
@@ -545,19 +545,25 @@ class Supervisor:
     # --- recovery ------------------------------------------------------------------
 
     async def recover(self) -> int:
-        """Rebuild every session from the log and close turns a crash left open."""
+        """Rebuild every session from the log, close turns a crash left open, and start
+        a run for every session with queued messages: a message that was acknowledged
+        is answered, restart or not. Returns how many sessions got a run."""
         states: dict[str, SessionState] = {}
         for record in await self.log.read():
             states.setdefault(record.session_id, SessionState(record.session_id)).apply(record)
-        closed = 0
+        waiting: list[SessionActor] = []
         for state in sorted(states.values(), key=lambda s: ids.depth(s.session_id)):
             if state.lifecycle == "deleted" or not state.created_ts:
                 continue
             actor = self._register(state)
             if state.turn_open or state.is_compacting:
                 await actor.emit(*closing_events(state, "the runtime restarted"))
-                closed += 1
-        return closed
+            if state.mailbox and state.lifecycle != "archived":
+                waiting.append(actor)
+        started = [actor for actor in waiting if actor.claim_run()]
+        for actor in started:
+            self._start_run(actor)
+        return len(started)
 
 
 @asynccontextmanager

@@ -13,8 +13,9 @@ on one workspace:
    spawned), read the log read-only as the kill left it (a *snapshot*), restart the
    server on the same workspace. Clients see the connection break and carry on
    against the new server.
-3. Stop the load, flush every mailbox left over (a queued message waits for the
-   next message after a restart), let the subscribers catch up, SIGTERM the server.
+3. Stop the load and wait, sending nothing more, until every session is idle with
+   an empty mailbox (a restart answers what was queued before the kill), let the
+   subscribers catch up, SIGTERM the server.
 4. Check the final log against what clients received and against each snapshot
    (:func:`verify`).
 
@@ -62,6 +63,8 @@ from halo_actors.core.state import QueuedMessage, SessionState
 from halo_actors.runtime.rounds import merge_round
 
 RESTARTED = "the runtime restarted"
+ANSWER_WAIT = 60.0
+"""Seconds after the load stops within which every queued message must be answered."""
 
 
 @dataclass(frozen=True)
@@ -306,7 +309,7 @@ async def run_kills(plan: KillPlan, tmp: Path) -> KillRun:
                         )
                     cluster.up(await server.start())
                 clients.stop_load.set()
-            await flush_mailboxes(clients, workspace, sessions)
+            await wait_until_answered(run, workspace)
             clients.final.set()
         status = await server.terminate()
         if status != 0:
@@ -329,15 +332,13 @@ async def mint_sessions(clients: Clients, count: int) -> list[str]:
     return sessions
 
 
-async def flush_mailboxes(clients: Clients, workspace: Path, roots: list[str]) -> None:
-    """Until the log is quiet: every session idle with an empty mailbox.
-
-    After a restart a queued message stays queued until the session's next message,
-    so a session left with queued messages (roots or sub-sessions) gets a short one.
-    """
+async def wait_until_answered(run: KillRun, workspace: Path) -> None:
+    """Until the log is quiet: every session idle with an empty mailbox, and no new
+    message sent. A message still queued after :data:`ANSWER_WAIT` seconds was never
+    answered: recovery starts a run for every session with queued messages."""
     quiet_since = -1
-    flushes = 0
-    with trio.fail_after(60):
+    waiting: list[str] = []
+    with trio.move_on_after(ANSWER_WAIT):
         while True:
             records = await read_log(workspace)
             states = fold(records)
@@ -346,15 +347,13 @@ async def flush_mailboxes(clients: Clients, workspace: Path, roots: list[str]) -
             last = records[-1].seq if records else 0
             if not busy and not waiting:
                 if quiet_since == last:
-                    break
+                    return
                 quiet_since = last
             else:
                 quiet_since = -1
-            for sid in waiting:
-                flushes += 1
-                await clients.chat(sid, f"flush-{clients.run.plan.seed}-{flushes}", "flush")
             await trio.sleep(0.3)
-    clients.run.figures["flush messages"] = flushes
+    still = ", ".join(waiting) or "(turns still open)"
+    run.problems.append(f"not quiet {ANSWER_WAIT:.0f} s after the load stopped: {still}")
 
 
 def verify(run: KillRun, records: list[Record]) -> None:
