@@ -22,6 +22,9 @@ SEPARATOR = ">"
 MAX_SEGMENT_LENGTH = 128
 MAX_DEPTH = 32
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
+_SEGMENT = rf"(?!\.\.?(?:{SEPARATOR}|\Z))[A-Za-z0-9_.-]{{1,{MAX_SEGMENT_LENGTH}}}"
+_SAFE_ID = re.compile(rf"{_SEGMENT}(?:{SEPARATOR}{_SEGMENT}){{0,{MAX_DEPTH - 1}}}")
+"""A whole id in one match (it is checked on every append): the segment rule below."""
 
 
 def is_safe_segment(segment: str) -> bool:
@@ -34,8 +37,8 @@ def is_safe_segment(segment: str) -> bool:
 
 
 def is_safe_session_id(session_id: str) -> bool:
-    segments = session_id.split(SEPARATOR)
-    return len(segments) <= MAX_DEPTH and all(is_safe_segment(s) for s in segments)
+    """At most ``MAX_DEPTH`` segments, each one :func:`is_safe_segment`."""
+    return _SAFE_ID.fullmatch(session_id) is not None
 
 
 def check_session_id(session_id: object) -> str:
@@ -54,7 +57,7 @@ def check_segment(segment: object) -> str:
 
 def root_of(session_id: str) -> str:
     """The left-most segment: the tree a session belongs to."""
-    return session_id.split(SEPARATOR, 1)[0]
+    return session_id.partition(SEPARATOR)[0]
 
 
 def is_root(session_id: str) -> bool:

@@ -248,7 +248,9 @@ class SessionState:
 
 
 def _only_results(message: Message) -> bool:
-    return bool(message.content) and all(isinstance(b, ToolResultBlock) for b in message.content)
+    """A user message holds tool results only, or none (``user_text`` never mixes them),
+    so its first block decides; a batch's results join one message without a rescan."""
+    return bool(message.content) and isinstance(message.content[0], ToolResultBlock)
 
 
 def replay(session_id: str, records: list[Record]) -> SessionState:

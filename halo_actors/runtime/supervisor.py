@@ -258,13 +258,27 @@ class Supervisor:
         """Until nothing happens in ``session_id``'s subtree: no run, no run still reporting
         (a final report sent after its run ended starts the parent's next run), and no
         stop/archive cascade (one asked for by a tool call outlives that call)."""
-        while any(map(self._busy, self.subtree(session_id))):
-            await self._changed.wait()
+        await self._until_idle(lambda: self.subtree(session_id))
 
     async def wait_all_idle(self) -> None:
         """Until nothing happens in any session (every tree is idle at once)."""
-        while any(map(self._busy, list(self._actors))):
-            await self._changed.wait()
+        await self._until_idle(lambda: list(self._actors))
+
+    async def _until_idle(self, members_now: Callable[[], list[str]]) -> None:
+        """Until every member is idle at one instant. Waits on one busy member at a time
+        and moves on past it (linear in the members, not members × wake-ups); only a
+        pass that finds none busy re-lists and re-checks them all, in one step."""
+        members, start = members_now(), 0
+        while True:
+            busy = next((i for i in range(start, len(members)) if self._busy(members[i])), None)
+            if busy is None:  # the final check: all of them again, with no await between
+                members = members_now()
+                busy = next((i for i, sid in enumerate(members) if self._busy(sid)), None)
+                if busy is None:
+                    return
+            start = busy
+            while self._busy(members[start]):
+                await self._changed.wait()
 
     def _busy(self, session_id: str) -> bool:
         actor = self._actors.get(session_id)
