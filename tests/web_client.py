@@ -22,6 +22,7 @@ import trio
 
 from halo_actors.agent.demo_agent import DEMO_SCRIPT
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
+from halo_actors.core.log import LogBase
 from halo_actors.fronts.http.app import FrontSettings
 from halo_actors.fronts.http.server import RunningServer, open_server
 from halo_actors.fronts.http.tokens import TokenStore
@@ -168,6 +169,13 @@ async def wait_until(condition: Callable[[], bool]) -> None:
         await trio.sleep(0.005)
 
 
+def subscriber_count(sup: Supervisor) -> int:
+    """How many subscriptions the runtime's log has open (every backend counts them)."""
+    log = sup.log
+    assert isinstance(log, LogBase), log
+    return log.subscriber_count
+
+
 @dataclass
 class Harness:
     server: RunningServer
@@ -196,7 +204,7 @@ class Harness:
     async def wait_listeners(self, count: int, workspace: Path | None = None) -> None:
         """Until the workspace log has exactly ``count`` subscribers (the caller's deadline)."""
         sup = await self.sup(workspace)
-        await wait_until(lambda: sup.log.subscriber_count == count)  # type: ignore[attr-defined]
+        await wait_until(lambda: subscriber_count(sup) == count)
 
 
 @asynccontextmanager

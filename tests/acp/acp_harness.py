@@ -103,6 +103,26 @@ def acp_model() -> BlankIds:
 Message = dict[str, object]
 
 
+def at(value: object, *path: str | int) -> object:
+    """``value[path[0]][path[1]]…`` in decoded JSON (``at(answer, "error", "code")``),
+    each step checked: a key needs an object there, an index a list."""
+    for key in path:
+        if isinstance(key, int):
+            assert isinstance(value, list), (value, key)
+            value = value[key]
+        else:
+            assert isinstance(value, dict), (value, key)
+            value = value[key]
+    return value
+
+
+def text_at(value: object, *path: str | int) -> str:
+    """:func:`at`, checked to be a string."""
+    found = at(value, *path)
+    assert isinstance(found, str), (found, path)
+    return found
+
+
 @dataclass
 class AdapterProcess:
     process: trio.Process
@@ -186,7 +206,7 @@ class AdapterProcess:
 
     def text(self, session_id: str, kind: str = "agent_message_chunk") -> str:
         return "".join(
-            str(u["content"]["text"])  # type: ignore[index]
+            str(at(u, "content", "text"))
             for u in self.updates(session_id)
             if u["sessionUpdate"] == kind
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import partial
 
 import trio
@@ -12,7 +13,7 @@ from web_client import sse, wait_until
 CANCELLED = {"stopReason": "cancelled"}
 
 
-def _is_update(kind: str) -> object:
+def _is_update(kind: str) -> Callable[[Message], bool]:
     def check(message: Message) -> bool:
         params = message.get("params")
         return isinstance(params, dict) and params["update"]["sessionUpdate"] == kind
@@ -31,7 +32,7 @@ async def test_cancel_stops_the_turn_and_its_interrupted_tool_row_comes_before_c
         async with rig.adapter() as agent:
             session_id = await agent.new_session()
             request_id = await agent.start_prompt(session_id, "run sleep 30")
-            await agent.wait_for(_is_update("tool_call"))  # type: ignore[arg-type]
+            await agent.wait_for(_is_update("tool_call"))
             await _cancel(agent, session_id)
             with trio.fail_after(5):
                 answer = await agent.answer(request_id)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import trio
-from acp_harness import LONG_COMMAND, AdapterProcess, Rig
+from acp_harness import LONG_COMMAND, AdapterProcess, Rig, at
 
 END_TURN = {"stopReason": "end_turn"}
 
@@ -28,7 +28,8 @@ async def test_stream_frames_become_agent_message_chunks_and_the_user_echo_is_dr
     assert set(_kinds(agent, session_id)) == {"agent_message_chunk"}
     assert agent.text(session_id) == "1\n2\n3\n"
     for update in agent.updates(session_id):
-        assert set(update["content"]) == {"type", "text"}  # type: ignore[arg-type]
+        content = update["content"]
+        assert isinstance(content, dict) and set(content) == {"type", "text"}
 
 
 async def test_thinking_frames_become_agent_thought_chunks(rig: Rig) -> None:
@@ -67,7 +68,7 @@ async def test_tool_calls_carry_id_title_kind_and_raw_input_and_results_pair_by_
     assert sorted(str(d["toolCallId"]) for d in done) == sorted(str(c["toolCallId"]) for c in calls)
     for update in done:
         assert update["status"] == "completed"
-        text = update["content"][0]["content"]["text"]  # type: ignore[index]
+        text = at(update, "content", 0, "content", "text")
         assert update["rawOutput"] == text
     by_id = {d["toolCallId"]: d["rawOutput"] for d in done}
     assert by_id[calls[0]["toolCallId"]] == "wrote 5 bytes to notes.txt"

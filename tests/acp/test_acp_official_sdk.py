@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 import trio
-from acp_harness import Rig
+from acp_harness import Rig, at
 from sdk_client import PNG
 
 CLIENT = Path(__file__).with_name("sdk_client.py")
@@ -29,7 +29,7 @@ def _kinds(updates: Updates) -> list[object]:
 
 
 def _text(updates: Updates, kind: str = "agent_message_chunk") -> str:
-    return "".join(str(u["content"]["text"]) for u in updates if u["sessionUpdate"] == kind)  # type: ignore[index]
+    return "".join(str(at(u, "content", "text")) for u in updates if u["sessionUpdate"] == kind)
 
 
 def _collapse(kinds: list[object]) -> list[object]:
@@ -142,7 +142,7 @@ async def test_the_official_sdk_client_drives_the_adapter(rig: Rig) -> None:
         assert entry["cwd"] == workspace
         datetime.fromisoformat(entry["updatedAt"])
 
-    assert summary["unknownSession"]["code"] == -32602  # type: ignore[index]
+    assert at(summary, "unknownSession", "code") == -32602
 
     # a fresh adapter loads the first session: the replay is the conversation, and a tool
     # call looks as it did live

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import trio
-from acp_harness import Rig
+from acp_harness import Rig, at
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
@@ -61,7 +61,7 @@ async def test_an_empty_prompt_is_32602(rig: Rig) -> None:
             blank = await agent.prompt(session_id, "   ")
             no_session = await agent.request("session/prompt", {"prompt": [{"type": "text"}]})
     for answer in (empty, missing, only_dropped, blank, no_session):
-        assert answer["error"]["code"] == -32602, answer  # type: ignore[index]
+        assert at(answer, "error", "code") == -32602, answer
     assert rig.proxy.requests("/api/web/chat") == []
 
 
@@ -75,6 +75,6 @@ async def test_a_second_prompt_while_one_is_in_flight_is_32600(rig: Rig) -> None
             assert (await agent.answer(first))["result"] == {"stopReason": "end_turn"}
             # the slot is free again once the first prompt has resolved
             third = await agent.prompt(session_id, "hello")
-    assert second["error"]["code"] == -32600  # type: ignore[index]
+    assert at(second, "error", "code") == -32600
     assert third["result"] == {"stopReason": "end_turn"}
     assert len(rig.proxy.requests("/api/web/chat")) == 2

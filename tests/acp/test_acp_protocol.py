@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import trio
-from acp_harness import Rig, close_adapter
+from acp_harness import Rig, at, close_adapter, text_at
 
 import halo_actors
 
@@ -57,7 +57,7 @@ async def test_unknown_requests_get_32601_and_unknown_notifications_are_ignored(
             await agent.notify("$/cancel_request", {"id": 1})
             await agent.notify("no/such_notification", {})
             answer = await agent.request("no/such_method", {})
-            assert answer["error"]["code"] == -32601  # type: ignore[index]
+            assert at(answer, "error", "code") == -32601
             # the connection stays usable, and the notifications got no answer
             await agent.result("initialize", {"protocolVersion": 1})
     answers = [m for m in agent.messages if "method" not in m]
@@ -77,9 +77,9 @@ async def test_bad_lines_get_parse_or_invalid_request_errors_and_the_connection_
             bad_params = await agent.wait_for(lambda m: m.get("id") == 8)
             await agent.result("initialize", {"protocolVersion": 1})
     assert parse == {"jsonrpc": "2.0", "id": None, "error": parse["error"]}
-    assert parse["error"]["code"] == -32700  # type: ignore[index]
-    assert invalid["error"]["code"] == -32600  # type: ignore[index]
-    assert bad_params["error"]["code"] == -32602  # type: ignore[index]
+    assert at(parse, "error", "code") == -32700
+    assert at(invalid, "error", "code") == -32600
+    assert at(bad_params, "error", "code") == -32602
 
 
 async def test_cancel_sent_as_a_request_is_answered_null(rig: Rig) -> None:
@@ -118,8 +118,8 @@ async def test_a_refused_token_answers_auth_required(rig: Rig) -> None:
     with trio.fail_after(10):
         async with rig.adapter(token="not-a-real-token") as agent:
             answer = await agent.request("session/new", {"cwd": "/", "mcpServers": []})
-    assert answer["error"]["code"] == -32000  # type: ignore[index]
-    assert "401" in answer["error"]["message"]  # type: ignore[index]
+    assert at(answer, "error", "code") == -32000
+    assert "401" in text_at(answer, "error", "message")
 
 
 def test_bad_arguments_exit_2_with_one_line_on_stderr_and_nothing_on_stdout() -> None:

@@ -10,7 +10,7 @@ from halo_actors.fronts.acp.updates import UpdateBuilder
 
 def test_frames_acp_has_no_update_for_are_dropped() -> None:
     builder = UpdateBuilder()
-    for frame in (
+    frames: list[dict[str, object]] = [
         {"type": "session", "sessionId": "s"},
         {"type": "user", "text": "hi"},
         {"type": "switch", "sessionId": "t"},
@@ -18,7 +18,8 @@ def test_frames_acp_has_no_update_for_are_dropped() -> None:
         {"type": "complete"},
         {"type": "from_the_future", "text": "?"},
         {"no": "type"},
-    ):
+    ]
+    for frame in frames:
         assert builder.live(frame) == [], frame
 
 

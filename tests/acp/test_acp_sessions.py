@@ -6,7 +6,7 @@ import json
 from datetime import datetime
 
 import trio
-from acp_harness import Rig
+from acp_harness import Message, Rig, at, text_at
 
 LIVE_PROMPTS = ("think", "tools", "bigtool", "media", "fail")
 
@@ -16,7 +16,10 @@ async def test_session_new_mints_the_id_on_the_server_and_ignores_cwd_and_mcp_se
 ) -> None:
     with trio.fail_after(10):
         async with rig.adapter() as agent:
-            params = {"cwd": "/somewhere/else", "mcpServers": [{"name": "x", "command": "y"}]}
+            params: Message = {
+                "cwd": "/somewhere/else",
+                "mcpServers": [{"name": "x", "command": "y"}],
+            }
             result = await agent.result("session/new", params)
             sup = await rig.sup()
     assert isinstance(result, dict) and list(result) == ["sessionId"]
@@ -66,10 +69,10 @@ async def test_session_list_pages_with_the_servers_opaque_digit_cursor(rig: Rig)
             not_text = await agent.request("session/list", {"cursor": 12})
     assert isinstance(cursor, str) and cursor.isdigit()
     assert isinstance(rest, dict) and "nextCursor" not in rest
-    ids = [s["sessionId"] for s in page["sessions"] + rest["sessions"]]  # type: ignore[operator]
+    ids = [s["sessionId"] for s in page["sessions"] + rest["sessions"]]
     assert len(ids) == len(set(ids)) == 51
-    assert bad["error"]["code"] == -32602  # type: ignore[index]
-    assert not_text["error"]["code"] == -32602  # type: ignore[index]
+    assert at(bad, "error", "code") == -32602
+    assert at(not_text, "error", "code") == -32602
     assert len(rig.proxy.requests("/api/web/sessions")) == 2  # the bad cursors never left
 
 
@@ -86,10 +89,10 @@ async def test_session_load_of_an_unknown_or_foreign_session_is_32602(rig: Rig) 
                 "session/prompt",
                 {"sessionId": "web_alice_0_nope", "prompt": [{"type": "text", "text": "hi"}]},
             )
-    assert unknown["error"]["code"] == -32602  # type: ignore[index]
-    assert "session not found" in unknown["error"]["message"]  # type: ignore[index]
-    assert foreign["error"]["code"] == -32602  # type: ignore[index]
-    assert prompt["error"]["code"] == -32602  # type: ignore[index]  # not registered
+    assert at(unknown, "error", "code") == -32602
+    assert "session not found" in text_at(unknown, "error", "message")
+    assert at(foreign, "error", "code") == -32602
+    assert at(prompt, "error", "code") == -32602  # not registered
 
 
 async def test_session_load_replays_the_whole_history_before_answering(rig: Rig) -> None:
@@ -116,7 +119,9 @@ async def test_session_load_replays_the_whole_history_before_answering(rig: Rig)
             assert (await fresh.prompt(session_id, "think"))["result"] == {"stopReason": "end_turn"}
 
     kinds = [u["sessionUpdate"] for u in replayed]
-    users = [u["content"]["text"] for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+    users = [
+        at(u, "content", "text") for u in replayed if u["sessionUpdate"] == "user_message_chunk"
+    ]
     assert users == list(LIVE_PROMPTS)
     assert kinds[:3] == ["user_message_chunk", "agent_thought_chunk", "agent_message_chunk"]
     assert "tool_call_update" not in kinds  # replayed calls are self-contained
@@ -131,7 +136,9 @@ async def test_session_load_replays_the_whole_history_before_answering(rig: Rig)
         assert call["content"] == [{"type": "content", "content": {"type": "text", "text": output}}]
     assert max(len(str(c["rawOutput"])) for c in calls) == 500  # `seq 1 400`, capped
     messages = "".join(
-        u["content"]["text"] for u in replayed if u["sessionUpdate"] == "agent_message_chunk"
+        text_at(u, "content", "text")
+        for u in replayed
+        if u["sessionUpdate"] == "agent_message_chunk"
     )
     # a failed model call logs no reply, only its error row
     replies = "thought" + "all tools ran" + "ok" + "Here it is:\n[file: out/report.txt]\nDone.\n"

@@ -158,7 +158,7 @@ def test_the_repair_cache_always_gives_what_a_full_repair_gives(
     for cut in [*sorted(cuts), len(whole)]:
         edited_from = len(grown)
         grown.extend(whole[len(grown) : max(cut, len(grown))])
-        if grown and data.draw(st.booleans()):
+        if len(grown) > 0 and data.draw(st.booleans()):
             index = data.draw(st.integers(0, len(grown) - 1))
             grown[index] = Message(role="user", content=(TextBlock(text="edited"),))
             edited_from = min(edited_from, index)

@@ -22,6 +22,7 @@ import random
 import re
 import sys
 from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel
 from halo_actors.core.conversation import ToolResultBlock
 from halo_actors.core.errors import SessionNotFound, SessionUnavailable
 from halo_actors.core.events import (
+    Event,
     FlagsChanged,
     MailboxDiscarded,
     MailboxFolded,
@@ -45,6 +47,7 @@ from halo_actors.core.events import (
 )
 from halo_actors.core.log import EventLog, MemoryEventLog, SqliteEventLog
 from halo_actors.core.state import SessionState, replay
+from halo_actors.runtime.session import Mode
 from halo_actors.runtime.supervisor import Supervisor, open_supervisor
 from halo_actors.tools.files import Workspace
 
@@ -160,7 +163,9 @@ def plan(rng: random.Random, faults: int, horizon: int) -> list[Fault]:
 class FaultTrigger(trio.abc.Instrument):
     """Counts scheduler steps and starts each planned fault when its step is reached."""
 
-    def __init__(self, faults: list[Fault], fire: trio.Nursery, run: object) -> None:
+    def __init__(
+        self, faults: list[Fault], fire: trio.Nursery, run: Callable[[Fault], Awaitable[None]]
+    ) -> None:
         self.pending = list(faults)
         self.steps = 0
         self._nursery = fire
@@ -169,7 +174,7 @@ class FaultTrigger(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self.steps += 1
         while self.pending and self.pending[0].at_step <= self.steps:
-            self._nursery.start_soon(self._run, self.pending.pop(0))  # type: ignore[arg-type]
+            self._nursery.start_soon(self._run, self.pending.pop(0))
 
 
 async def play(seed: int, workspace: Path, *, sqlite: bool, faults: int) -> Outcome:
@@ -246,10 +251,10 @@ def _pick(sup: Supervisor, index: int) -> str:
 
 
 async def _accepted(
-    sup: Supervisor, outcome: Outcome, target: str, text: str, **kw: object
+    sup: Supervisor, outcome: Outcome, target: str, text: str, mode: Mode = "soft"
 ) -> None:
     try:
-        await sup.send(target, text, **kw)  # type: ignore[arg-type]
+        await sup.send(target, text, mode=mode)
     except (SessionUnavailable, SessionNotFound):
         return  # archived or deleted meanwhile: refused, nothing queued
     outcome.sent[target] += 1
@@ -330,8 +335,9 @@ def check_invariants(sup: Supervisor, records: list[Record], outcome: Outcome) -
         )
 
 
-def _check_no_resurrection(sid: str, events: list[object], check: object) -> None:
-    assert callable(check)
+def _check_no_resurrection(
+    sid: str, events: Sequence[Event], check: Callable[[bool, str], None]
+) -> None:
     archived = False
     stopped = False
     for event in events:

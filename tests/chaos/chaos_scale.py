@@ -50,3 +50,11 @@ def suite(name: str) -> SuiteTally:
 
 def tallies() -> dict[str, SuiteTally]:
     return dict(_TALLIES)
+
+
+class TallyBook:
+    """What the ``chaos_tally`` fixture gives: ``chaos_tally.suite(name)`` is :func:`suite`."""
+
+    @staticmethod
+    def suite(name: str) -> SuiteTally:
+        return suite(name)

@@ -9,21 +9,15 @@ the end of the pytest run.
 from __future__ import annotations
 
 import pytest
-from chaos_scale import FULL, SuiteTally, scale, seeds, suite, tallies
+from chaos_scale import FULL, SuiteTally, TallyBook, scale, seeds, tallies
 
 __all__ = ["FULL", "SuiteTally", "scale", "seeds"]
 
 
-class _TallyBook:
-    @staticmethod
-    def suite(name: str) -> SuiteTally:
-        return suite(name)
-
-
 @pytest.fixture
-def chaos_tally() -> type[_TallyBook]:
+def chaos_tally() -> type[TallyBook]:
     """``chaos_tally.suite("aborts mid-batch")`` returns that suite's shared tally."""
-    return _TallyBook
+    return TallyBook
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import hypothesis
 import hypothesis.errors
@@ -32,8 +32,9 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis import checks as st_checks
-from schemathesis.checks import FailureGroup
 from schemathesis.config import SchemathesisConfig
+from schemathesis.core.result import Err, Ok
+from schemathesis.errors import FailureGroup, InvalidSchema
 
 RESPONSE_CHECKS = [
     st_checks.not_a_server_error,
@@ -76,7 +77,7 @@ def fuzz(
     schema = schemathesis.openapi.from_dict(doc, config=config)
     operations = {
         f"{op.method.upper()} {op.path}": op
-        for op in (result.ok() for result in schema.get_all_operations())
+        for op in (_loaded(result) for result in schema.get_all_operations())
     }
     result = FuzzResult()
     with requests.Session() as session:
@@ -84,6 +85,16 @@ def fuzz(
             one = _Run(url, session, tokens[token_name], label, token_name, mode, result)
             one.run(operations[label], seed, examples)
     return result
+
+
+T = TypeVar("T")
+
+
+def _loaded(result: Ok[T] | Err[InvalidSchema]) -> T:
+    """The loaded operation; one the served document defines invalidly raises its error."""
+    if isinstance(result, Err):
+        raise result.err()
+    return result.ok()
 
 
 @dataclass

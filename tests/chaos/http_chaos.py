@@ -245,8 +245,12 @@ def check_chain(chain: Chain, index: LogIndex) -> ChainReport:
             if kind == "complete":
                 # Only a terminal complete of this session is a record; an idle session's
                 # answer (or a run's agent_done standing in for one) is a log position.
-                terminal = record is not None and record.session_id == sid
-                if seq != conn.cursor and terminal and _client_kind(record) == "complete":
+                terminal = (
+                    record is not None
+                    and record.session_id == sid
+                    and _client_kind(record) == "complete"
+                )
+                if seq != conn.cursor and terminal:
                     shown.append(seq)
                 continue
             if kind not in RECORD_FRAMES:

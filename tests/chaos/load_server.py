@@ -22,10 +22,12 @@ from pathlib import Path
 
 import trio
 
+from halo_actors.core.log import LogBase
 from halo_actors.fronts.http.app import FrontSettings
 from halo_actors.fronts.http.server import RunningServer, open_server
 from halo_actors.fronts.http.tokens import TokenStore
 from halo_actors.logging import configure_logging
+from halo_actors.runtime.supervisor import Supervisor
 
 
 def rss_bytes() -> int:
@@ -36,11 +38,17 @@ def rss_bytes() -> int:
     return 0
 
 
+def listeners(sup: Supervisor) -> int:
+    log = sup.log
+    assert isinstance(log, LogBase), log
+    return log.subscriber_count
+
+
 def stats(server: RunningServer) -> dict[str, int]:
     runtimes = server.front.runtimes.opened().values()
     return {
         "rss": rss_bytes(),
-        "listeners": sum(sup.log.subscriber_count for sup in runtimes),  # type: ignore[attr-defined]
+        "listeners": sum(listeners(sup) for sup in runtimes),
         "streams": server.front.open_streams,
         "last_seq": sum(sup.log.last_seq for sup in runtimes),
         "sessions": sum(len(sup.sessions()) for sup in runtimes),

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import trio
 from abort_driver import RUN_BUDGET, play
-from chaos_scale import scale, seeds
+from chaos_scale import TallyBook, scale, seeds
 
 FAULTS_PER_RUN = scale(15, 25)
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 async def test_no_abort_loses_a_message_corrupts_history_or_leaves_a_process(
-    tmp_path: Path, backend: str, chaos_tally: type
+    tmp_path: Path, backend: str, chaos_tally: type[TallyBook]
 ) -> None:
     tally = chaos_tally.suite("aborts mid-batch")
     base = 1_000 if backend == "memory" else 2_000

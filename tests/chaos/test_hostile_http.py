@@ -23,7 +23,7 @@ import httpx
 import pytest
 import trio
 import trio_websocket
-from chaos_scale import scale, seeds
+from chaos_scale import TallyBook, scale, seeds
 from hostile_cases import ROUTES_WITH_IDS, UNSAFE_IDS, address, still_serves, traversal_paths
 from hostile_fuzz import fuzz
 from raw_http import (
@@ -37,7 +37,7 @@ from raw_http import (
     trickle,
     until_dropped,
 )
-from web_client import Harness, serve_harness, sse, wait_until
+from web_client import Harness, serve_harness, sse, subscriber_count, wait_until
 
 from halo_actors.core.events import TextStreamed
 
@@ -47,7 +47,7 @@ SUITE = "hostile HTTP input"
 
 @pytest.mark.parametrize("seed", seeds(4000, 1, 2))
 async def test_schemathesis_finds_no_server_error_no_schema_violation_no_traceback(
-    seed: int, tmp_path: Path, chaos_tally: type
+    seed: int, tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     suite = chaos_tally.suite(SUITE)
     examples = scale(8, 120)
@@ -78,7 +78,7 @@ async def test_schemathesis_finds_no_server_error_no_schema_violation_no_traceba
 
 
 async def test_unsafe_ids_are_400_on_every_route_and_never_reach_the_log(
-    harness: Harness, chaos_tally: type
+    harness: Harness, chaos_tally: type[TallyBook]
 ) -> None:
     suite = chaos_tally.suite(SUITE)
     token = harness.token()
@@ -113,7 +113,7 @@ async def test_unsafe_ids_are_400_on_every_route_and_never_reach_the_log(
 
 
 async def test_path_traversal_never_serves_outside_the_workspace_or_runtime_state(
-    harness: Harness, chaos_tally: type
+    harness: Harness, chaos_tally: type[TallyBook]
 ) -> None:
     suite = chaos_tally.suite(SUITE)
     secret = harness.tmp / "secret.txt"
@@ -148,7 +148,7 @@ async def test_path_traversal_never_serves_outside_the_workspace_or_runtime_stat
 
 
 async def test_other_accounts_sessions_are_403_everywhere_and_left_untouched(
-    harness: Harness, chaos_tally: type
+    harness: Harness, chaos_tally: type[TallyBook]
 ) -> None:
     suite = chaos_tally.suite(SUITE)
     alice, bob = harness.token(), harness.token("workspace", "bob")
@@ -190,7 +190,7 @@ async def test_other_accounts_sessions_are_403_everywhere_and_left_untouched(
                 assert refused.value.status_code == 403
                 suite.checks += 2
         assert await sup.log.read() == before  # nothing was written about alice's tree
-        assert sup.log.subscriber_count == 0
+        assert subscriber_count(sup) == 0
     suite.runs += 1
 
 
@@ -198,7 +198,7 @@ async def test_other_accounts_sessions_are_403_everywhere_and_left_untouched(
 
 
 async def test_oversize_and_broken_bodies_are_4xx_json_and_the_server_stays_up(
-    harness: Harness, chaos_tally: type
+    harness: Harness, chaos_tally: type[TallyBook]
 ) -> None:
     suite = chaos_tally.suite(SUITE)
     token = harness.token()
@@ -228,7 +228,7 @@ LORIS_BOUND = 30.0
 
 
 async def test_slow_loris_clients_are_dropped_in_bounded_time_and_block_nobody(
-    tmp_path: Path, chaos_tally: type
+    tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     """Four kinds, all at once, while a witness keeps using the server:
 
@@ -259,8 +259,8 @@ async def test_slow_loris_clients_are_dropped_in_bounded_time_and_block_nobody(
                 stream = await connect(port, rcvbuf=4096 if kind == "reader" else None)
                 async with stream, trio.open_nursery() as inner:
                     if kind == "headers":
-                        head = f"GET /api/web/history HTTP/1.1\r\nx-token: {token}\r\n"
-                        inner.start_soon(trickle, stream, head.encode(), 0.3)
+                        line = f"GET /api/web/history HTTP/1.1\r\nx-token: {token}\r\n"
+                        inner.start_soon(trickle, stream, line.encode(), 0.3)
                     elif kind == "body":
                         head = request_bytes("POST", b"/api/web/chat", token, length=1000)
                         await stream.send_all(head)
@@ -305,7 +305,7 @@ async def test_slow_loris_clients_are_dropped_in_bounded_time_and_block_nobody(
                         await sup.log.append(sid, TextStreamed(text="y" * 40_000))
                     await wait_until(lambda: front.open_streams == 1)
                     readers_gone.set()
-                assert sup.log.subscriber_count == 1  # the chat's
+                assert subscriber_count(sup) == 1  # the chat's
                 await client.post("/api/web/stop", json={"sessionId": sid})
             await still_serves(harness, token)
     worst = {kind: round(max(times), 2) for kind, times in sorted(dropped.items())}
@@ -320,7 +320,7 @@ async def test_slow_loris_clients_are_dropped_in_bounded_time_and_block_nobody(
 
 
 async def test_abandoned_sse_connections_leave_no_listener_behind(
-    tmp_path: Path, chaos_tally: type
+    tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     """Hundreds (thousands in ``make chaos``) of subscribers of a busy session and of
     chats, dropped without a goodbye in every way (RST, FIN, before the answer, after
@@ -366,13 +366,13 @@ async def test_abandoned_sse_connections_leave_no_listener_behind(
                 async with trio.open_nursery() as attaching:
                     for i in range(count):
                         attaching.start_soon(attach, i)
-                await wait_until(lambda: sup.log.subscriber_count >= 1 + len(streams))
-                peak = sup.log.subscriber_count, front.open_streams
+                await wait_until(lambda: subscriber_count(sup) >= 1 + len(streams))
+                peak = subscriber_count(sup), front.open_streams
                 for stream, style in streams:
                     abandon(stream, "reset" if style.startswith("reset") else "close")
-                await wait_until(lambda: sup.log.subscriber_count == 1 and front.open_streams == 1)
+                await wait_until(lambda: subscriber_count(sup) == 1 and front.open_streams == 1)
                 await client.post("/api/web/stop", json={"sessionId": sid})
-            await wait_until(lambda: sup.log.subscriber_count == 0 and front.open_streams == 0)
+            await wait_until(lambda: subscriber_count(sup) == 0 and front.open_streams == 0)
             await still_serves(harness, token)
     print(f"{count} abandoned streams; peak listeners/streams {peak}; all released")
     suite.runs += 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from chaos_scale import FULL, scale, seeds
+from chaos_scale import FULL, TallyBook, scale, seeds
 from http_chaos import Chain, Connection, LogIndex, Payload, check_chain
 from kill_harness import KillPlan, closing_problem, run_kills
 
@@ -36,7 +36,7 @@ SUITE = "kill -9 mid-write"
 
 @pytest.mark.parametrize("seed", seeds(2000, 1, 4))
 async def test_sigkill_mid_write_loses_nothing_a_client_saw(
-    seed: int, tmp_path: Path, chaos_tally: type
+    seed: int, tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     plan = KillPlan(
         seed,
@@ -61,7 +61,7 @@ async def test_sigkill_mid_write_loses_nothing_a_client_saw(
 
 
 def _records() -> list[Record]:
-    events = [
+    events: list[Event] = [
         RoundStarted(text="count to 2", drained=1),
         TextStreamed(text="1\n"),
         TextStreamed(text="2\n"),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from chaos_scale import FULL, scale, seeds
+from chaos_scale import FULL, TallyBook, scale, seeds
 from load_harness import LoadPlan, run_load
 
 SUITE = "load"
@@ -23,7 +23,7 @@ MB = 1 << 20
 
 @pytest.mark.parametrize("seed", seeds(5000, 1, 1))
 async def test_many_trees_and_sse_clients_lose_nothing_and_memory_settles(
-    seed: int, tmp_path: Path, chaos_tally: type
+    seed: int, tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     plan = LoadPlan(
         seed,

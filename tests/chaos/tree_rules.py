@@ -153,8 +153,9 @@ def check_histories(model: TreeModel, left: Mapping[str, int]) -> None:
             # A delivery that passed its check before the archive, landed after it.
             rule = LATE_DELIVERY if after and after <= LATE_KINDS else f"revived_after_{gone}"
             expect(not after, rule, sid, f"{sorted(after)} after {gone}")
-        rounds = [r for r in records if isinstance(r.event, RoundStarted)]
-        resumes = [r.seq for r in rounds if r.event.kind == "resume"]  # type: ignore[union-attr]
+        resumes = [
+            r.seq for r in records if isinstance(r.event, RoundStarted) and r.event.kind == "resume"
+        ]
         expect(not resumes, "resume_without_kick", sid, str(resumes))
         _check_restart_after_stop(model, sid, records)
         queued, taken = mailbox_accounting(records)
@@ -209,9 +210,10 @@ def check_messages(model: TreeModel) -> None:
     for key in sorted(set(got) | set(high), key=str):
         detail = f"from {key[1]}: {got[key]} queued, expected {low[key]}..{high[key]}"
         model.checks.expect(low[key] <= got[key] <= high[key], "message_count", key[0], detail)
-        if key[1] is not None:
-            ok = ids.same_tree(*key)  # type: ignore[arg-type]
-            model.checks.expect(ok, "foreign_message", key[0], str(key[1]))
+        session_id, source = key
+        if source is not None:
+            ok = ids.same_tree(session_id, source)
+            model.checks.expect(ok, "foreign_message", session_id, source)
 
 
 def _tool_messages(model: TreeModel, sent: Sent) -> set[str]:

@@ -29,8 +29,11 @@ async def test_workers_run_in_parallel_and_each_reports_once(tmp_path: Path) -> 
     assert len(children) == 4  # three workers and the docs worker's helper
     helper = played.session_named("lead>docs>spell")
     tests = played.session_named("lead>tests")
-    shells = [r for r in played.records if isinstance(r.event, ToolCalled)]
-    shell_sessions = {r.session_id for r in shells if r.event.tool_name == "shell_exec"}
+    shell_sessions = {
+        r.session_id
+        for r in played.records
+        if isinstance(r.event, ToolCalled) and r.event.tool_name == "shell_exec"
+    }
     assert shell_sessions == {played.session_named("lead>count"), tests, helper}
     # The slow test command and the helper's command ran at the same time.
     [tests_done] = played.seqs(ToolReturned, tests)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import trio
 import trio_websocket
-from web_client import Harness, SseRead, sse, wait_until
+from web_client import Harness, SseRead, sse, subscriber_count, wait_until
 
 
 async def _count(harness: Harness) -> int:
-    return (await harness.sup()).log.subscriber_count  # type: ignore[attr-defined, no-any-return]
+    return subscriber_count(await harness.sup())
 
 
 async def test_normal_end_of_chat_and_subscribe_releases_the_listener(harness: Harness) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,7 @@ async def test_bad_stop_and_mint_bodies_are_400(harness: Harness) -> None:
 async def test_huge_bodies_are_413_declared_or_streamed(harness: Harness) -> None:
     huge = b'{"message": "' + b"x" * (5 << 20) + b'"}'
 
-    async def chunks() -> object:
+    async def chunks() -> AsyncIterator[bytes]:
         for i in range(0, len(huge), 1 << 16):
             yield huge[i : i + (1 << 16)]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import trio
@@ -14,8 +15,10 @@ def _ws_url(harness: Harness, query: str) -> str:
     return harness.url.replace("http://", "ws://") + "/api/web/ws?" + query
 
 
-async def _collect(ws: trio_websocket.WebSocketConnection, until_completes: int) -> list[dict]:
-    got: list[dict] = []
+async def _collect(
+    ws: trio_websocket.WebSocketConnection, until_completes: int
+) -> list[dict[str, Any]]:
+    got: list[dict[str, Any]] = []
     while sum(1 for m in got if m["type"] == "complete") < until_completes:
         got.append(json.loads(await ws.get_message()))
     return got
@@ -78,7 +81,7 @@ async def test_push_resumes_after_last_event_id(harness: Harness) -> None:
     ],
 )
 async def test_push_refuses_the_handshake_like_http(
-    harness: Harness, query: str, status: int, body: dict | None
+    harness: Harness, query: str, status: int, body: dict[str, str] | None
 ) -> None:
     token = harness.token()
     prefix = f"token={token}&" if status != 401 else ""

@@ -17,7 +17,7 @@ real clock and keep their commands short.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +69,7 @@ class SlowCompactionModel(ScriptedModel):
         super().__init__({"default": script})
         self.seconds = seconds
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         if request.purpose == "compact":
             await trio.sleep(self.seconds)
         async for item in super().stream(request):

@@ -3,7 +3,7 @@ arriving during one does (queue only, or queue and interrupt at that boundary)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import trio
@@ -200,7 +200,7 @@ async def test_message_during_a_turn_end_compaction_is_queued_without_interrupt_
 class FailingCompactionModel(SlowCompactionModel):
     """Answers turns; a compaction request fails (a model outage mid-compaction)."""
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         if request.purpose == "compact":
             raise ConnectionError("the model is unreachable")
         async for item in super().stream(request):

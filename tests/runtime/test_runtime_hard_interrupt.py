@@ -6,6 +6,7 @@ leader) to a file, so the test can check the process table after the abort.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import trio
@@ -168,8 +169,8 @@ async def test_queued_message_drains_on_the_same_wake_up_after_a_hard_interrupt(
 async def test_a_session_may_interrupt_itself_without_hanging(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    def interrupt_self(found: object) -> tuple[Step, ...]:
-        target = found[1]  # type: ignore[index]
+    def interrupt_self(found: re.Match[str]) -> tuple[Step, ...]:
+        target = found[1]
         return (
             Step(calls=(call("interrupt_session", session_id=target, message="self-wake"),)),
             Step(text="SECOND MODEL CALL"),
@@ -194,8 +195,8 @@ async def test_a_session_may_interrupt_itself_without_hanging(
 async def test_a_child_may_interrupt_its_ancestor_without_hanging(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    def interrupt_parent(found: object) -> tuple[Step, ...]:
-        target = found[1]  # type: ignore[index]
+    def interrupt_parent(found: re.Match[str]) -> tuple[Step, ...]:
+        target = found[1]
         return (
             Step(calls=(call("interrupt_session", session_id=target, message="look at this"),)),
             Step(text="child done"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import trio
@@ -177,8 +178,8 @@ async def test_soft_interrupt_leaves_no_interrupted_markers(
             assert flags[-1].interrupt_requested is False
 
 
-def ask(found: object) -> tuple[Step, ...]:
-    target = found[1]  # type: ignore[index]
+def ask(found: re.Match[str]) -> tuple[Step, ...]:
+    target = found[1]
     return (Step(calls=(call("query_session", session_id=target, message="status?"),)),)
 
 

@@ -25,7 +25,7 @@ from runtime_harness import (
 )
 
 from halo_actors.agent.repair import INTERRUPTED_RESULT
-from halo_actors.core.conversation import TextBlock, ToolUseBlock, user_text
+from halo_actors.core.conversation import TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from halo_actors.core.events import (
     AgentStarted,
     AssistantReplied,
@@ -116,7 +116,8 @@ async def test_stop_during_a_tool_call_lands_the_fold_after_the_cut_result(
 
             messages = rt.sup.state(sid).messages
             assert [type(b) for b in messages[1].content] == [ToolUseBlock]
-            assert messages[2].content[0].content == INTERRUPTED_RESULT  # type: ignore[union-attr]
+            result = messages[2].content[0]
+            assert isinstance(result, ToolResultBlock) and result.content == INTERRUPTED_RESULT
             assert messages[3] == user_text("queued note")
             assert_every_tool_use_answered_once(messages)
 
@@ -239,7 +240,8 @@ def test_fold_during_a_compaction_is_parked_until_the_compaction_ends() -> None:
         "answer two",
         "(from: session cli_2_b) late",
     ]
-    assert state.parked_folds == ()
+    parked: tuple[str, ...] = state.parked_folds  # (mypy still narrows it to the value above)
+    assert parked == ()
 
 
 def test_fold_during_an_open_turn_is_parked_until_the_turn_completes() -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import trio
@@ -100,7 +100,7 @@ class ClosureWatchingModel(ScriptedModel):
         self.sup: Supervisor | None = None
         self.closed_in_turn: list[bool] = []
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
         reader = trio.lowlevel.current_task()
         try:
             async for item in super().stream(request):
