@@ -2,14 +2,18 @@
 
 Opens the workspace's event log (SQLite under ``<workspace>/.halo/`` by default,
 or in memory), loads its agent profiles, recovers every session from the log
-and runs a supervisor until the block exits; then closes the log.
+and runs a supervisor until the block exits; then closes the log. A workspace
+directory that does not exist yet is created, with its parents.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+import trio
 
 from ..agent.demo_agent import DEMO_SCRIPT
 from ..agent.model import Model
@@ -32,6 +36,13 @@ def default_model() -> ScriptedModel:
     return ScriptedModel({}, fallback=DEMO_SCRIPT)
 
 
+def open_workspace(path: str | Path) -> Workspace:
+    """The workspace at ``path``, creating the directory (and its parents) if missing."""
+    if not os.path.lexists(path):
+        Path(path).mkdir(parents=True)
+    return Workspace(path)
+
+
 @asynccontextmanager
 async def open_runtime(
     workspace: str | Path,
@@ -41,7 +52,7 @@ async def open_runtime(
     durable: bool = True,
     synchronous: Synchronous = "NORMAL",
 ) -> AsyncIterator[Supervisor]:
-    ws = Workspace(workspace)
+    ws = await trio.to_thread.run_sync(open_workspace, workspace)
     event_log: EventLog
     if durable:
         event_log = await SqliteEventLog.open(log_path(ws.root), synchronous=synchronous)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from halo_actors.core.errors import ProfileError
+from halo_actors.core.errors import InvalidInput, ProfileError
 from halo_actors.runtime.embed import open_runtime
 from halo_actors.runtime.profiles import (
     DEFAULT_PROFILE,
@@ -239,3 +239,16 @@ async def test_open_runtime_uses_given_profiles_instead_of_the_files(tmp_path: P
     with trio.fail_after(BUDGET):
         async with open_runtime(tmp_path, durable=False, profiles=given) as sup:
             assert sup.profiles is given
+
+
+async def test_open_runtime_creates_a_missing_workspace_and_refuses_a_file(tmp_path: Path) -> None:
+    fresh = tmp_path / "a" / "b"
+    with trio.fail_after(BUDGET):
+        async with open_runtime(fresh) as sup:
+            await sup.create_session(namespace="cli")
+        assert (fresh / ".halo" / "events.db").is_file()
+        (tmp_path / "plain").write_text("not a directory")
+        with pytest.raises(InvalidInput, match="workspace root is not a directory"):
+            async with open_runtime(tmp_path / "plain"):
+                pytest.fail("the runtime opened")  # pragma: no cover
+    assert (tmp_path / "plain").read_text() == "not a directory"
