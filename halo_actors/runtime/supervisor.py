@@ -1,8 +1,9 @@
 """The supervisor: owns every session's task and the tree operations.
 
 It starts root and child sessions, delivers messages (soft and hard
-interrupts), stops, archives and deletes subtrees, and drives each session's
-run: drain a round, run a turn, report up the tree, repeat. Gates (same tree,
+interrupts), stops, archives and deletes subtrees, and supervises each
+session's run: starts its task, closes it after a crash, and sends the reports up
+the tree; the loop inside a run (round, turn, compaction) is ``driver.py``. Gates (same tree,
 not self-or-ancestor) are *not* here: they sit in the session tools, because the
 HTTP front and the report-to-parent path call these methods already authorised.
 See ``docs/design/actors.md``.
@@ -29,30 +30,19 @@ import trio
 
 from ..agent.model import (
     Model,
-    ModelRequest,
-    RoundInfo,
-    Stop,
-    TextDelta,
-    open_stream,
 )
-from ..agent.turn import TurnSetup
 from ..core import ids
-from ..core.conversation import Message
 from ..core.errors import InvalidInput, SessionNotFound, SessionUnavailable
 from ..core.events import (
-    Compacted,
-    FlagsChanged,
     ReportSent,
-    RoundStarted,
     SessionCreated,
     SessionDeleted,
 )
 from ..core.log import EventLog
 from ..core.state import SessionState
-from ..tools.base import Delivery, ToolContext
+from ..tools.base import Delivery
 from ..tools.files import Workspace
-from ..tools.registry import toolset
-from ..tools.shell import ShellLimits
+from .driver import RunDriver
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Mode, SessionActor, closing_events
@@ -82,6 +72,7 @@ class Supervisor:
         """Live run tasks per session: a run's task outlives the run by its report up the tree."""
         self._runs_below: dict[str, int] = {}
         """Runs in progress strictly below each session (absent: none), for reports."""
+        self.driver = RunDriver(model, workspace, self, self._report_turn_end)
 
     # --- lookup -----------------------------------------------------------------
 
@@ -303,7 +294,7 @@ class Supervisor:
         A crashed run still reports up: its parent may be waiting for it."""
         finished = False
         try:
-            await self._drive(actor, self._profile(actor.agent_id), compact_first)
+            await self.driver.drive(actor, self._profile(actor.agent_id), compact_first)
             finished = True
         except Exception:
             log.exception("run_crashed", session_id=actor.session_id)
@@ -327,60 +318,6 @@ class Supervisor:
                 del self._runs_below[above]
             above = ids.parent_of(above)
 
-    async def _drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
-        if compact_first:
-            await self._compact(actor, profile)
-        round_event = await actor.open_round("opening")
-        while round_event is not None:
-            reason = await self._one_turn(actor, profile, round_event)
-            round_event = await actor.complete_turn(reason)
-
-    async def _one_turn(
-        self, actor: SessionActor, profile: AgentProfile, round_event: RoundStarted
-    ) -> str:
-        """Run one turn and what follows it (reports, compaction); returns its stop reason."""
-        reason = await actor.run_turn(
-            self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
-        )
-        if not actor.stopping:
-            with trio.CancelScope(shield=True):
-                await self._report_turn_end(actor, profile, reason)
-                over = actor.state.estimated_tokens > profile.limits.compress_at
-                if over or actor.compact_requested:
-                    await self._compact(actor, profile)
-        return reason
-
-    def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
-        limits = profile.limits
-        shell = ShellLimits(
-            output_cap=limits.shell_output_cap,
-            timeout=limits.shell_timeout,
-            kill_grace=limits.kill_grace,
-        )
-        context = ToolContext(
-            session_id=actor.session_id,
-            agent_id=actor.agent_id,
-            workspace=self.workspace,
-            tree=self,
-            turn=actor,
-            shell=shell,
-        )
-        tools = toolset(tuple(profile.tools))
-        return TurnSetup(
-            model=self.model,
-            tools=tools.tools,
-            specs=tools.specs,
-            tool_context=context,
-            system=profile.system,
-            max_steps=limits.max_steps,
-            max_parallel_tools=limits.max_parallel_tools,
-        )
-
-    async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
-        if actor.state.estimated_tokens > profile.limits.compress_at:
-            await self._compact(actor, profile)
-        return actor.state.interrupt_requested
-
     # --- compaction ----------------------------------------------------------------
 
     async def compact(self, session_id: str) -> Delivery:
@@ -393,43 +330,6 @@ class Supervisor:
             return "started"
         actor.compact_requested = True
         return "queued"
-
-    async def _compact(self, actor: SessionActor, profile: AgentProfile) -> None:
-        messages = actor.state.messages
-        starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text()]
-        replaced = starts[-1] if starts else 0
-        if replaced <= 0:
-            return
-        await actor.emit(FlagsChanged(is_compacting=True))
-        try:
-            summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
-            await actor.emit(Compacted(summary=summary, replaced=replaced))
-        finally:
-            with trio.CancelScope(shield=True):
-                await actor.emit(FlagsChanged(is_compacting=False))
-        actor.compact_requested = False
-
-    async def _summarize(
-        self, actor: SessionActor, profile: AgentProfile, messages: tuple[Message, ...]
-    ) -> str:
-        request = ModelRequest(
-            session_id=actor.session_id,
-            agent_id=actor.agent_id,
-            system=profile.system,
-            messages=messages,
-            tools=(),
-            step=0,
-            purpose="compact",
-            round=RoundInfo(text="compact", kind="drained"),
-        )
-        parts = []
-        async with open_stream(self.model, request) as stream:
-            async for item in stream:
-                if isinstance(item, TextDelta):
-                    parts.append(item.text)
-                elif isinstance(item, Stop):
-                    break
-        return "".join(parts)
 
     # --- reports up the tree --------------------------------------------------------
 

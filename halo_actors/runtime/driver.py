@@ -1,0 +1,140 @@
+"""The run loop of one session: rounds, turns, and the compactions between them.
+
+A run drains a round, runs a turn, and repeats while the mailbox (or a resume kick)
+has work; the supervisor owns the run's task, its crash handling and the reports
+up the tree (see ``supervisor.py``), and hands this loop what it needs from the
+tree: the tools' ``TreeControl`` and a callback for the end of each turn.
+
+Invariants:
+- compaction replaces everything before the last user message with a model-written
+  summary, and clears ``is_compacting`` on every exit, a cut included;
+- mid-turn compaction happens only at a batch boundary (no tool call open), and at
+  the end of a turn only when the session was not stopped meanwhile;
+- what follows a turn (its report, a compaction) is shielded: a hard interrupt cuts
+  the turn, never the bookkeeping after it.
+
+See ``docs/design/turns.md`` (batch boundaries) and ``docs/design/actors.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from ..agent.model import Model, ModelRequest, RoundInfo, Stop, TextDelta, open_stream
+from ..agent.turn import TurnSetup
+from ..core.conversation import Message
+from ..core.events import Compacted, FlagsChanged, RoundStarted
+from ..tools.base import ToolContext, TreeControl
+from ..tools.files import Workspace
+from ..tools.registry import toolset
+from ..tools.shell import ShellLimits
+from .profiles import AgentProfile
+from .session import SessionActor
+
+TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None]]
+"""Called (shielded) after each turn that was not stopped, with its stop reason."""
+
+
+class RunDriver:
+    def __init__(
+        self, model: Model, workspace: Workspace, tree: TreeControl, turn_ended: TurnEnded
+    ) -> None:
+        self.model = model
+        self.workspace = workspace
+        self.tree = tree
+        self.turn_ended = turn_ended
+
+    async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
+        """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
+        if compact_first:
+            await self.compact(actor, profile)
+        round_event = await actor.open_round("opening")
+        while round_event is not None:
+            reason = await self._one_turn(actor, profile, round_event)
+            round_event = await actor.complete_turn(reason)
+
+    async def _one_turn(
+        self, actor: SessionActor, profile: AgentProfile, round_event: RoundStarted
+    ) -> str:
+        """Run one turn and what follows it (reports, compaction); returns its stop reason."""
+        reason = await actor.run_turn(
+            self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
+        )
+        if not actor.stopping:
+            with trio.CancelScope(shield=True):
+                await self.turn_ended(actor, profile, reason)
+                over = actor.state.estimated_tokens > profile.limits.compress_at
+                if over or actor.compact_requested:
+                    await self.compact(actor, profile)
+        return reason
+
+    def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
+        limits = profile.limits
+        shell = ShellLimits(
+            output_cap=limits.shell_output_cap,
+            timeout=limits.shell_timeout,
+            kill_grace=limits.kill_grace,
+        )
+        context = ToolContext(
+            session_id=actor.session_id,
+            agent_id=actor.agent_id,
+            workspace=self.workspace,
+            tree=self.tree,
+            turn=actor,
+            shell=shell,
+        )
+        tools = toolset(tuple(profile.tools))
+        return TurnSetup(
+            model=self.model,
+            tools=tools.tools,
+            specs=tools.specs,
+            tool_context=context,
+            system=profile.system,
+            max_steps=limits.max_steps,
+            max_parallel_tools=limits.max_parallel_tools,
+        )
+
+    async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
+        """The batch-boundary hook: compact if over budget; True if the turn must yield."""
+        if actor.state.estimated_tokens > profile.limits.compress_at:
+            await self.compact(actor, profile)
+        return actor.state.interrupt_requested
+
+    async def compact(self, actor: SessionActor, profile: AgentProfile) -> None:
+        messages = actor.state.messages
+        starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text()]
+        replaced = starts[-1] if starts else 0
+        if replaced <= 0:
+            return
+        await actor.emit(FlagsChanged(is_compacting=True))
+        try:
+            summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
+            await actor.emit(Compacted(summary=summary, replaced=replaced))
+        finally:
+            with trio.CancelScope(shield=True):
+                await actor.emit(FlagsChanged(is_compacting=False))
+        actor.compact_requested = False
+
+    async def _summarize(
+        self, actor: SessionActor, profile: AgentProfile, messages: tuple[Message, ...]
+    ) -> str:
+        request = ModelRequest(
+            session_id=actor.session_id,
+            agent_id=actor.agent_id,
+            system=profile.system,
+            messages=messages,
+            tools=(),
+            step=0,
+            purpose="compact",
+            round=RoundInfo(text="compact", kind="drained"),
+        )
+        parts = []
+        async with open_stream(self.model, request) as stream:
+            async for item in stream:
+                if isinstance(item, TextDelta):
+                    parts.append(item.text)
+                elif isinstance(item, Stop):
+                    break
+        return "".join(parts)
