@@ -32,17 +32,16 @@ Errors: ``PathNotAccessible`` for anything outside the rules (HTTP 403),
     └── EditNotUnique       ``edit``'s old text occurs more than once
 
 Messages name workspace-relative paths only, never the absolute root. The functions are
-plain blocking code; async callers run them through ``trio.to_thread.run_sync``.
+plain blocking code; async callers run them through ``trio.to_thread.run_sync``. Glob
+patterns are parsed and matched in ``globbing.py``; files are opened, sniffed and
+grepped as text in ``textfiles.py``.
 """
 
 from __future__ import annotations
 
-import codecs
 import errno
-import fnmatch
 import os
 import re
-import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +49,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from halo_actors.core.errors import FileProblem, InvalidInput, PathNotAccessible
+
+from .globbing import OUTSIDE, GlobParts, glob_matches, parse_glob
+from .textfiles import SNIFF_BYTES, grep_file, looks_binary, open_regular, skip_line
 
 __all__ = [
     "HALO_DIR",
@@ -65,12 +67,8 @@ __all__ = [
 ]
 
 HALO_DIR = ".halo"  # runtime state under the workspace root; never reachable
-_OUTSIDE = "path is outside the workspace"
-_HIDDEN = "path is not accessible"
-_SNIFF_BYTES = 8192  # binary detection looks at this much of the head
-_GREP_LINE_CHARS = 500  # a grep hit shows at most this much of its line
 
-_Parts = tuple[str, ...]
+_HIDDEN = "path is not accessible"
 
 
 class FileNotFound(FileProblem):
@@ -152,15 +150,15 @@ class Workspace:
         if "\x00" in rel:
             raise PathNotAccessible("path contains a NUL byte")
         if os.path.isabs(rel):
-            raise PathNotAccessible(_OUTSIDE)
+            raise PathNotAccessible(OUTSIDE)
         lexical = os.path.normpath(os.path.join(self._root, rel))
         if not _within(lexical, self._root):
-            raise PathNotAccessible(_OUTSIDE)
+            raise PathNotAccessible(OUTSIDE)
         if self._is_runtime_state(lexical):
             raise PathNotAccessible(_HIDDEN)
         real = os.path.realpath(lexical)
         if not _within(real, self._root):
-            raise PathNotAccessible(_OUTSIDE)
+            raise PathNotAccessible(OUTSIDE)
         if self._is_runtime_state(real):
             raise PathNotAccessible(_HIDDEN)
         return _Target(lexical, real, os.path.relpath(lexical, self._root))
@@ -237,11 +235,11 @@ class Workspace:
     def _read(self, target: _Target, offset_line: int, max_lines: int | None) -> str:
         windowed = offset_line > 0 or max_lines is not None
         with _os_errors(target.shown):
-            f = _open_regular(target.real)
+            f = open_regular(target.real)
         if f is None:
             raise FileProblem(f"{target.shown}: not a regular file")
         with _os_errors(target.shown), f:
-            if _looks_binary(f.read(_SNIFF_BYTES)):
+            if looks_binary(f.read(SNIFF_BYTES)):
                 raise BinaryFile(f"{target.shown}: binary file, not shown")
             f.seek(0)
             if windowed:
@@ -267,7 +265,7 @@ class Workspace:
     def _read_window(self, f: BinaryIO, shown: str, offset: int, max_lines: int | None) -> bytes:
         cap = self.limits.max_read_bytes
         for _ in range(offset):
-            if not _skip_line(f):
+            if not skip_line(f):
                 return b""
         out = bytearray()
         taken = 0
@@ -329,11 +327,11 @@ class Workspace:
         directories are listed but not descended into. ``..`` and absolute patterns are
         refused. Past ``max_list_entries`` a last line says the list was cut.
         """
-        segs = _parse_glob(pattern)
+        segs = parse_glob(pattern)
         cap = self.limits.max_list_entries
         found: list[str] = []
-        for parts, entry in self._walk(self._root, lambda p: _match(p, segs, prefix=True)):
-            if _match(parts, segs, prefix=False):
+        for parts, entry in self._walk(self._root, lambda p: glob_matches(p, segs, prefix=True)):
+            if glob_matches(parts, segs, prefix=False):
                 found.append("/".join(parts) + ("/" if entry.is_dir() else ""))
                 if len(found) > cap:
                     return [*sorted(found[:cap]), "… more matches not shown; narrow the pattern"]
@@ -351,28 +349,28 @@ class Workspace:
             regex = re.compile(pattern)
         except re.error as exc:
             raise InvalidInput(f"bad regular expression: {exc}") from None
-        segs = _parse_glob(glob) if glob is not None else None
+        segs = parse_glob(glob) if glob is not None else None
         target = self._check(rel)
         self._require_exists(target)
         cap = self.limits.max_grep_matches
         hits: list[str] = []
         for shown, real in self._grep_files(target, segs):
-            hits.extend(_grep_file(real, shown, regex, cap + 1 - len(hits)))
+            hits.extend(grep_file(real, shown, regex, cap + 1 - len(hits)))
             if len(hits) > cap:
                 return [*hits[:cap], f"… stopped after {cap} matches; narrow the search"]
         return hits
 
-    def _grep_files(self, target: _Target, segs: _Parts | None) -> Iterator[tuple[str, str]]:
+    def _grep_files(self, target: _Target, segs: GlobParts | None) -> Iterator[tuple[str, str]]:
         if not os.path.isdir(target.real):
             yield self._require_file(target).shown, target.real
             return
 
-        def wanted(parts: _Parts, *, prefix: bool) -> bool:
+        def wanted(parts: GlobParts, *, prefix: bool) -> bool:
             if parts[-1].startswith("."):
                 return False
             if segs is None or (prefix and len(segs) == 1):
                 return True
-            return _match(parts[-1:] if len(segs) == 1 else parts, segs, prefix=prefix)
+            return glob_matches(parts[-1:] if len(segs) == 1 else parts, segs, prefix=prefix)
 
         for parts, entry in self._walk(target.real, lambda p: wanted(p, prefix=True)):
             if entry.is_file() and wanted(parts, prefix=False):
@@ -392,8 +390,8 @@ class Workspace:
         )
 
     def _walk(
-        self, dir_real: str, descend: Callable[[_Parts], bool]
-    ) -> Iterator[tuple[_Parts, os.DirEntry[str]]]:
+        self, dir_real: str, descend: Callable[[GlobParts], bool]
+    ) -> Iterator[tuple[GlobParts, os.DirEntry[str]]]:
         """Visible entries under a real directory, depth first in name order.
 
         Yields workspace-relative parts. Descends only into real (non-symlink)
@@ -437,93 +435,3 @@ def _os_errors(shown: str) -> Iterator[None]:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink swapped in after the check
             raise PathNotAccessible(_HIDDEN) from None
         raise FileProblem(f"{shown}: {exc.strerror or 'cannot be accessed'}") from None
-
-
-def _open_regular(real: str) -> BinaryIO | None:
-    """Open a regular file for reading, or None; never blocks on a FIFO or device."""
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        return None
-    return os.fdopen(fd, "rb")
-
-
-def _looks_binary(head: bytes) -> bool:
-    """A NUL byte, or bytes that cannot start valid UTF-8 text."""
-    if b"\x00" in head:
-        return True
-    try:
-        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
-    except UnicodeDecodeError:
-        return True
-    return False
-
-
-def _skip_line(f: BinaryIO) -> bool:
-    """Consume one line of any length without holding it; False at end of file."""
-    chunk = f.readline(_SNIFF_BYTES)
-    if not chunk:
-        return False
-    while chunk and not chunk.endswith(b"\n"):
-        chunk = f.readline(_SNIFF_BYTES)
-    return True
-
-
-def _grep_file(real: str, shown: str, regex: re.Pattern[str], budget: int) -> list[str]:
-    """Up to ``budget`` hits in one file; binary or unreadable files give none."""
-    hits: list[str] = []
-    try:
-        opened = _open_regular(real)
-        if opened is None:
-            return hits
-        with opened as f:
-            if _looks_binary(f.read(_SNIFF_BYTES)):
-                return hits
-            f.seek(0)
-            for number, raw in enumerate(f, start=1):
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                if regex.search(line):
-                    hits.append(f"{shown}:{number}: {line[:_GREP_LINE_CHARS]}")
-                    if len(hits) >= budget:
-                        break
-    except OSError:
-        return []
-    return hits
-
-
-def _parse_glob(pattern: str) -> _Parts:
-    """Split a glob into segments; refuse absolute ones and any ``..`` segment."""
-    if not pattern or "\x00" in pattern:
-        raise InvalidInput("glob pattern is empty or contains a NUL byte")
-    if os.path.isabs(pattern):
-        raise PathNotAccessible(_OUTSIDE)
-    segs: list[str] = []
-    for seg in pattern.split("/"):
-        if seg == "..":
-            raise PathNotAccessible(_OUTSIDE)
-        if seg in ("", ".") or (seg == "**" and segs and segs[-1] == "**"):
-            continue
-        segs.append(seg)
-    return tuple(segs)
-
-
-def _match(parts: _Parts, segs: _Parts, *, prefix: bool) -> bool:
-    """Whether ``parts`` match ``segs``; with ``prefix``, whether they could start a match."""
-    if not parts:
-        return prefix or all(s == "**" for s in segs)
-    if not segs:
-        return False
-    if segs[0] == "**":
-        for i in range(len(parts) + 1):
-            if _match(parts[i:], segs[1:], prefix=prefix):
-                return True
-            if i < len(parts) and parts[i].startswith("."):
-                return False  # ``**`` does not cross hidden directories
-        return False
-    return _segment_matches(parts[0], segs[0]) and _match(parts[1:], segs[1:], prefix=prefix)
-
-
-def _segment_matches(name: str, seg: str) -> bool:
-    if name.startswith(".") and not seg.startswith("."):
-        return False
-    return fnmatch.fnmatchcase(name, seg)
