@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import pytest
 import trio
-from web_client import Frame, Harness, SseRead, SseStream, serve_harness, sse, wait_until
+from web_client import (
+    TEST_SCRIPT,
+    Frame,
+    Harness,
+    SseRead,
+    SseStream,
+    serve_harness,
+    sse,
+    wait_until,
+)
 
-from halo_actors.core.events import TextStreamed
+from halo_actors.agent.model import ModelEvent, ModelRequest
+from halo_actors.agent.scripted import ScriptedModel
+from halo_actors.core.events import Compacted, TextStreamed
 from halo_actors.core.log import EventFilter
 from halo_actors.fronts.http import streams
 from halo_actors.runtime.supervisor import Supervisor
@@ -208,3 +220,53 @@ async def test_a_run_ending_between_registration_and_idle_check_streams_to_its_c
     tail = [f for f in reads[0].frames if f.id > sub.frames[0].id]
     assert _payloads(sub.frames[1:]) == _payloads(tail)
     assert sub.frames[-1].id == reads[0].frames[-1].id  # the run's own complete
+
+
+class SlowCompaction(ScriptedModel):
+    """The test script, but a compaction takes a while (the scripted summary is instant)."""
+
+    def __init__(self) -> None:
+        super().__init__({}, fallback=TEST_SCRIPT)
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        if request.purpose == "compact":
+            await trio.sleep(0.5)
+        async for item in super().stream(request):
+            yield item
+
+
+@pytest.mark.parametrize("queued", [False, True], ids=["nothing queued", "a message queued"])
+async def test_a_compacting_session_is_not_idle_subscribe_streams_to_the_run_end(
+    tmp_path: Path, queued: bool
+) -> None:
+    with trio.fail_after(15):
+        async with (
+            serve_harness(tmp_path, model=SlowCompaction()) as harness,
+            harness.client(harness.token()) as client,
+            trio.open_nursery() as nursery,
+        ):
+            for text in ("first", "second"):
+                await sse(client, "POST", "/api/web/chat", json={"message": text})
+            nursery.start_soon(
+                lambda: sse(client, "POST", "/api/web/chat", json={"message": "/compact"})
+            )
+            sup = await harness.sup()
+            (sid,) = [s.session_id for s in sup.sessions()]
+            await wait_until(lambda: sup.state(sid).is_compacting)
+            history = (await client.get("/api/web/history")).json()
+            if queued:
+                assert await sup.send(sid, "third") == "queued"
+            sub = await sse(client, "GET", "/api/web/subscribe")
+            (compacted,) = [
+                r.seq
+                for r in await sup.log.read(EventFilter(session_id=sid))
+                if isinstance(r.event, Compacted)
+            ]
+    assert history["running"] is True
+    assert sub.types()[0] == "session" and sub.types()[-1] == "complete"
+    assert sub.frames[-1].id > compacted  # the run's own end, after the summary
+    shown = sub.types()[1:]
+    runs = [t for i, t in enumerate(shown) if i == 0 or shown[i - 1] != t]  # one per run of a kind
+    assert runs == (["user", "stream", "complete"] if queued else ["complete"])
+    if queued:
+        assert sub.text() == "Done: third"

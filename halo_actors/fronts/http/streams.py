@@ -10,9 +10,12 @@ there (:func:`stream_state_at`): the ``agent_done`` that follows a run's termina
 ``complete`` is not the end of another run, so a client resuming right after a
 ``complete`` gets the next run, not a second ``complete`` for the one it saw.
 
-Idleness (``/subscribe``, ``running`` in history): a session is busy while a turn is
-open or while its run has another round to go; a compaction with nothing queued, or a
-run whose terminal ``complete`` is already out, counts as idle.
+Idleness (``/subscribe``, ``running`` in history): a session is idle when it is not
+running and not compacting. A run with no turn open (a manual compaction, a run
+about to open its round) is busy: it still ends with ``agent_done``, which a stream
+shows as its terminal ``complete``. A run's terminal ``complete`` and its
+``agent_done`` are one append that also ends the run, so no run is still "running"
+once its ``complete`` is out.
 """
 
 from __future__ import annotations
@@ -42,17 +45,11 @@ REPLAY_PAGE = 200
 
 
 def is_busy(sup: Supervisor, session_id: str) -> bool:
-    """A turn is open, or the run has more rounds to go (queued messages, a resume kick).
-
-    A run that is only finishing (its terminal ``complete`` is out) or only compacting
-    with nothing queued counts as idle.
-    """
+    """Running (a run exists, whatever it is doing) or compacting."""
     if not sup.exists(session_id):
         return False
     state = sup.state(session_id)
-    if state.turn_open:
-        return True
-    return sup.is_running(session_id) and (bool(state.mailbox) or state.self_kick)
+    return state.turn_open or state.is_compacting or sup.is_running(session_id)
 
 
 @dataclass
