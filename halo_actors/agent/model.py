@@ -73,6 +73,11 @@ class ModelTimeout(HaloError):
     """This attempt timed out; retry it from scratch."""
 
 
+class ModelRejected(HaloError):
+    """The model API refused this request as malformed (a bad conversation, not a
+    transient fault); the turn repairs the whole conversation afresh and retries once."""
+
+
 class ModelFailed(HaloError):
     """The model call failed for good; the turn ends with an error."""
 

@@ -39,6 +39,7 @@ from ..tools.base import Tool, ToolContext, ToolSpec, call_tool
 from .model import (
     Model,
     ModelFailed,
+    ModelRejected,
     ModelRequest,
     ModelTimeout,
     RoundInfo,
@@ -70,8 +71,9 @@ class TurnHost(Protocol):
         """Append to the log and apply to the session state (atomic under cancellation)."""
         ...
 
-    def model_messages(self) -> tuple[Message, ...]:
-        """The conversation as a model sees it: repaired (every call has one result)."""
+    def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
+        """The conversation as a model sees it: repaired (every call has one result).
+        ``afresh``: repair the whole history again, trusting nothing cached."""
         ...
 
     async def at_batch_boundary(self) -> bool:
@@ -130,11 +132,20 @@ async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
 
 
 async def _call_model(host: TurnHost, setup: TurnSetup, request: ModelRequest) -> _Reply:
+    """Timeouts are retried as they are; a request refused as malformed is retried once
+    with the whole conversation repaired afresh (the repair cache is not trusted)."""
+    repaired = False
     for attempt in range(setup.model_retries + 1):
         try:
             return await _stream_once(host, setup, request)
         except ModelTimeout as exc:
             await host.emit(Notified(text=f"model timed out ({exc}); retry {attempt + 1}"))
+        except ModelRejected as exc:
+            if repaired:
+                raise ModelFailed(f"refused again after a full repair: {exc}") from None
+            repaired = True
+            await host.emit(Notified(text=f"model refused the request ({exc}); repairing"))
+            request = msgspec.structs.replace(request, messages=host.model_messages(afresh=True))
     raise ModelFailed(f"timed out {setup.model_retries + 1} times")
 
 

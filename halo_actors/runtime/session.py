@@ -143,11 +143,12 @@ class SessionActor:
         for record in records:
             self.state.apply(record)
 
-    def model_messages(self) -> tuple[Message, ...]:
-        """The repaired conversation; only what changed since the last call is re-checked."""
+    def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
+        """The repaired conversation; only what changed since the last call is re-checked,
+        unless ``afresh`` (the model refused a request): then all of it, from scratch."""
         state = self.state
         edited, state.first_edit = state.first_edit, None
-        if self._repair is None:
+        if self._repair is None or afresh:
             self._repair = RepairCache()
         return self._repair.view(state.messages, len(state.messages) if edited is None else edited)
 
@@ -397,8 +398,8 @@ class _Host:
     async def emit(self, *events: Event) -> None:
         await self._actor.emit(*events)
 
-    def model_messages(self) -> tuple[Message, ...]:
-        return self._actor.model_messages()
+    def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
+        return self._actor.model_messages(afresh=afresh)
 
     async def at_batch_boundary(self) -> bool:
         return await self._at_boundary()
