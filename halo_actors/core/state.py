@@ -10,12 +10,14 @@ Invariants:
   parked and lands, in order, when the turn completes or the compaction ends, so
   a fold never splits a tool call from its result;
 - a tool result goes to the conversation next to the call it answers, and to
-  the UI entry with its id, else to the first entry still waiting for output.
+  the UI entry with its id, else to the first entry still waiting for output;
+- a ``SessionCreated`` for a session already created (a deleted id, created again)
+  starts the state over: nothing of the earlier life carries into the new one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 from .conversation import (
@@ -109,6 +111,8 @@ class SessionState:
     """UI tool rows still waiting for output, by call id, oldest first (made on first use)."""
 
     def apply(self, record: Record) -> None:
+        if self.created_ts and isinstance(record.event, SessionCreated):
+            self._start_over()  # the id of a deleted session, created again
         self.last_seq = record.seq
         self.updated_ts = record.ts
         match record.event:
@@ -181,6 +185,12 @@ class SessionState:
             return "running"
         return "idle" if self.lifecycle == "live" else self.lifecycle
 
+    def _start_over(self) -> None:
+        """A new life: nothing of the deleted session before it carries over."""
+        fresh = SessionState(self.session_id)
+        for name in _FIELDS:
+            setattr(self, name, getattr(fresh, name))
+
     def _start_round(self, e: RoundStarted, record: Record) -> None:
         del self.mailbox[: e.drained]
         self._add_message(user_text(e.text, e.images))
@@ -245,6 +255,9 @@ class SessionState:
             self._add_message(user_text(text))
             self.ui.append(UiEntry("user", text))
         self.parked_folds = ()
+
+
+_FIELDS = tuple(f.name for f in fields(SessionState) if f.name not in ("session_id",))
 
 
 def _only_results(message: Message) -> bool:

@@ -72,6 +72,8 @@ class Supervisor:
         """Live run tasks per session: a run's task outlives the run by its report up the tree."""
         self._runs_below: dict[str, int] = {}
         """Runs in progress strictly below each session (absent: none), for reports."""
+        self._deleted: set[str] = set()
+        """Ids deleted and not created again (a front's pointer to one is stale)."""
         self.driver = RunDriver(model, workspace, self, self._report_turn_end)
 
     # --- lookup -----------------------------------------------------------------
@@ -91,6 +93,10 @@ class Supervisor:
     def is_live(self, session_id: str) -> bool:
         actor = self._actors.get(session_id)
         return actor is not None and actor.state.lifecycle not in ("archived", "deleted")
+
+    def was_deleted(self, session_id: str) -> bool:
+        """The session existed and was deleted (and has not been created again)."""
+        return session_id in self._deleted
 
     def is_running(self, session_id: str) -> bool:
         actor = self._actors.get(session_id)
@@ -166,6 +172,7 @@ class Supervisor:
             sid, agent_id=agent_id, parent_id=parent_id, title=title, description=description
         )
         actor = self._register(state)
+        self._deleted.discard(sid)
         created = SessionCreated(
             agent_id=agent_id, parent_id=parent_id, title=title, description=description
         )
@@ -431,6 +438,7 @@ class Supervisor:
             if actor is None:  # a concurrent delete got there first
                 continue
             self._unregister(sid)
+            self._deleted.add(sid)
             await actor.emit(SessionDeleted())
         return True
 
@@ -467,6 +475,8 @@ class Supervisor:
             states.setdefault(record.session_id, SessionState(record.session_id)).apply(record)
         waiting: list[SessionActor] = []
         for state in sorted(states.values(), key=lambda s: ids.depth(s.session_id)):
+            if state.lifecycle == "deleted":
+                self._deleted.add(state.session_id)
             if state.lifecycle == "deleted" or not state.created_ts:
                 continue
             actor = self._register(state)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from functools import partial
+from urllib.parse import parse_qs, urlsplit
 
 import trio
 from acp_harness import AdapterProcess, Message, Rig
 from web_client import sse, wait_until
 
 CANCELLED = {"stopReason": "cancelled"}
+SKEW_MARGIN_MS = 5 * 60 * 1000
+"""How far before the turn's start the settle reads history (the spec's 5 minutes)."""
 
 
 def _is_update(kind: str) -> Callable[[Message], bool]:
@@ -103,13 +107,17 @@ async def test_a_queued_prompt_follows_the_running_session_and_shows_only_its_ow
                 body = {"message": "slow 10", "sessionId": session_id}
                 nursery.start_soon(partial(sse, other, "POST", "/api/web/chat", json=body))
                 await wait_until(lambda: sup.state(session_id).turn_open)
+                before_ms = int(time.time() * 1000)
                 answer = await agent.prompt(session_id, "hello there")
+                after_ms = int(time.time() * 1000)
     assert answer["result"] == {"stopReason": "end_turn"}
     assert agent.text(session_id) == "Done: hello there"
     [follow] = rig.proxy.requests("/api/web/subscribe")
     assert follow.headers["last-event-id"].isdigit()  # from the `queued` frame on
     [settle] = rig.proxy.requests("/api/web/history")
-    assert "since=" in settle.path
+    [since] = parse_qs(urlsplit(settle.path).query)["since"]
+    # The turn started between the two readings; the window opens 5 minutes before that.
+    assert before_ms - SKEW_MARGIN_MS <= int(since) <= after_ms - SKEW_MARGIN_MS
 
 
 async def test_a_queued_reply_the_follow_missed_is_settled_from_history(rig: Rig) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from urllib.parse import parse_qs, urlsplit
 
 import trio
 from acp_harness import Rig, at, close_adapter, text_at
@@ -112,6 +114,46 @@ async def test_the_token_can_come_from_the_environment(rig: Rig) -> None:
             await agent.new_session()
     [seen] = rig.proxy.requests("/api/web/sessions")
     assert seen.headers["x-token"] == token
+
+
+async def test_workspace_option_sends_the_workspace_on_every_request_for_a_full_token(
+    rig: Rig,
+) -> None:
+    other = rig.tmp / "other"
+    other.mkdir()
+    with trio.fail_after(10):
+        async with rig.adapter("--workspace", str(other), token=rig.token("full")) as agent:
+            session_id = await agent.new_session()
+            answer = await agent.prompt(session_id, "hi")
+            await agent.result("session/list", {})
+            sup = await rig.harness.sup(other)
+    assert answer["result"] == {"stopReason": "end_turn"}
+    assert agent.text(session_id) == "Done: hi"
+    assert sup.exists(session_id)
+    assert not (rig.harness.workspace / ".halo").exists()  # the token's own was never used
+    routes = [(seen.method, seen.route) for seen in rig.proxy.seen]
+    assert routes == [
+        ("POST", "/api/web/sessions"),
+        ("POST", "/api/web/chat"),
+        ("GET", "/api/web/sessions"),
+    ]
+    for seen in rig.proxy.seen:
+        if seen.method == "POST":
+            assert json.loads(seen.body)["workspace"] == str(other), seen
+        else:
+            assert parse_qs(urlsplit(seen.path).query)["workspace"] == [str(other)], seen
+
+
+async def test_workspace_option_with_a_non_full_token_is_refused_by_the_server(rig: Rig) -> None:
+    other = rig.tmp / "other"
+    other.mkdir()
+    with trio.fail_after(10):
+        async with rig.adapter("--workspace", str(other)) as agent:
+            answer = await agent.request("session/new", {"cwd": "/", "mcpServers": []})
+    assert at(answer, "error", "code") == -32602
+    message = text_at(answer, "error", "message")
+    assert "403" in message and "only a full token may choose the workspace" in message
+    assert list(other.iterdir()) == []
 
 
 async def test_a_refused_token_answers_auth_required(rig: Rig) -> None:

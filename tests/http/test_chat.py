@@ -131,6 +131,34 @@ async def test_unknown_agent_and_archived_session_fail_before_the_stream(harness
             assert resp.headers["content-type"] == "application/json"
 
 
+def add_profile(harness: Harness, name: str) -> None:
+    """A second agent profile in the workspace (read when its runtime opens: call first)."""
+    agents = harness.workspace / ".halo" / "agents"
+    agents.mkdir(parents=True, exist_ok=True)
+    (agents / f"{name}.toml").write_text(f'description = "the {name} profile"\n')
+
+
+async def test_agent_id_sets_the_profile_of_a_new_session_and_is_ignored_afterwards(
+    harness: Harness,
+) -> None:
+    add_profile(harness, "helper")
+    sid = "web_alice_helped"
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            body = {"message": "hi", "sessionId": sid, "agentId": "helper"}
+            first = await sse(client, "POST", "/api/web/chat", json=body)
+            sup = await harness.sup()
+            assert sup.state(sid).agent_id == "helper"
+            later = []
+            for agent in ("default", "nobody"):  # a known other profile, then an unknown one
+                body = {"message": f"as {agent}", "sessionId": sid, "agentId": agent}
+                later.append(await sse(client, "POST", "/api/web/chat", json=body))
+    assert first.types()[-1] == "complete"
+    assert [read.types()[-1] for read in later] == ["complete", "complete"]
+    assert sup.state(sid).agent_id == "helper"
+    assert sup.state(sid).messages[-1].text() == "Done: as nobody"
+
+
 async def test_an_owned_unknown_session_id_is_created_by_its_first_chat(harness: Harness) -> None:
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:

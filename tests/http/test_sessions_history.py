@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 from web_client import Harness, sse
 
@@ -20,6 +21,23 @@ async def test_mint_creates_a_root_in_the_namespace_without_moving_the_pointer(
     assert minted.startswith("web_alice_") and minted != active
     assert (await harness.sup()).exists(minted)
     assert again.frames[0].data["sessionId"] == active
+
+
+async def test_mint_with_an_agent_id_creates_the_session_with_that_profile(
+    harness: Harness,
+) -> None:
+    agents = harness.workspace / ".halo" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "helper.toml").write_text('description = "the helper profile"\n')
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            minted = (await client.post("/api/web/sessions", json={"agentId": "helper"})).json()
+            plain = (await client.post("/api/web/sessions", json={})).json()
+            unknown = await client.post("/api/web/sessions", json={"agentId": "nobody"})
+    sup = await harness.sup()
+    assert sup.state(minted["sessionId"]).agent_id == "helper"
+    assert sup.state(plain["sessionId"]).agent_id == "default"
+    assert unknown.status_code == 400 and "unknown agent profile" in unknown.json()["error"]
 
 
 async def test_list_pages_own_roots_newest_first_with_a_cursor(harness: Harness) -> None:
@@ -162,3 +180,67 @@ async def test_compact_and_tree_commands(harness: Harness) -> None:
     assert state.messages[0].text().startswith("[summary of the earlier conversation]")
     assert tree.types() == ["session", "stream", "complete"]
     assert f"{state.session_id} [idle] default (this session)" in tree.text()
+
+
+async def test_without_a_pointer_a_chat_goes_to_the_most_recently_updated_own_live_root(
+    harness: Harness,
+) -> None:
+    sup = await harness.sup()
+    for sid in ("web_alice_older", "web_alice_newer", "web_alice_archived"):
+        await sup.create_session(sid)
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            # Explicit ids never set the pointer; this makes "older" the latest updated
+            # (after a pause: record times are in milliseconds).
+            await trio.sleep(0.005)
+            body = {"message": "hi", "sessionId": "web_alice_older"}
+            await sse(client, "POST", "/api/web/chat", json=body)
+            await sup.create_session("web_alice_older>child_1", parent_id="web_alice_older")
+            await sup.archive("web_alice_archived")
+            await sup.create_session("web_bob_latest")
+            assert sup.state("web_alice_older").updated_ts > sup.state("web_alice_newer").updated_ts
+            chat = await sse(client, "POST", "/api/web/chat", json={"message": "where am i"})
+    assert chat.frames[0].data["sessionId"] == "web_alice_older"
+    assert sup.state("web_alice_older").messages[-1].text() == "Done: where am i"
+
+
+@pytest.mark.parametrize("how", ["archive", "delete"])
+async def test_an_archived_or_deleted_active_session_gives_way_to_the_latest_root_then_a_fresh_one(
+    harness: Harness, how: str
+) -> None:
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+
+            async def chat_without_id() -> str:
+                read = await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
+                return str(read.frames[0].data["sessionId"])
+
+            first = await chat_without_id()
+            other = (await client.post("/api/web/sessions", json={})).json()["sessionId"]
+            assert await chat_without_id() == first  # the pointer holds while it is live
+            sup = await harness.sup()
+            end = sup.archive if how == "archive" else sup.delete
+            await end(first)
+            assert await chat_without_id() == other
+            await end(other)
+            fresh = await chat_without_id()
+    assert fresh not in (first, other) and fresh.startswith("web_alice_")
+    assert sup.is_live(fresh)
+
+
+async def test_a_deleted_session_chatted_to_again_has_only_its_new_history(
+    harness: Harness,
+) -> None:
+    sid = "web_alice_reused-id"
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            await sse(client, "POST", "/api/web/chat", json={"message": "hi", "sessionId": sid})
+            first = (await client.get("/api/web/history", params={"sessionId": sid})).json()
+            sup = await harness.sup()
+            await sup.delete(sid)
+            await sse(client, "POST", "/api/web/chat", json={"message": "hey", "sessionId": sid})
+            second = (await client.get("/api/web/history", params={"sessionId": sid})).json()
+    assert (first["messages"][0]["role"], first["messages"][0]["text"]) == ("user", "hi")
+    assert (second["messages"][0]["role"], second["messages"][0]["text"]) == ("user", "hey")
+    assert "hi" not in [m["text"] for m in second["messages"]]
+    assert sup.state(sid).messages[0].text() == "hey"

@@ -170,6 +170,33 @@ async def test_resume_from_any_frame_of_a_record_shown_as_several_frames_misses_
         ]
 
 
+async def test_subscribe_sends_keepalives_while_idle_and_they_stop_with_the_stream(
+    harness: Harness,
+) -> None:
+    reads: list[SseRead] = []
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client, trio.open_nursery() as nursery:
+
+            async def chat() -> None:
+                body = {"message": "run sleep 0.8"}  # no frame while the command runs
+                reads.append(await sse(client, "POST", "/api/web/chat", json=body))
+
+            nursery.start_soon(chat)
+            sup = await harness.sup()
+            await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
+            async with client.stream("GET", "/api/web/subscribe") as resp:
+                raw = await resp.aread()  # returns once the body has ended
+        front = harness.server.front
+        await wait_until(lambda: front.open_streams == 0)
+    blocks = [b for b in raw.split(b"\n\n") if b]
+    assert b": keepalive" in blocks
+    *_, last = blocks
+    chat_end = reads[0].frames[-1]
+    assert chat_end.type == "complete"
+    assert last.startswith(b"id: %s\n" % str(chat_end.id).encode())  # the terminal complete
+    assert last.endswith(b'data: {"type":"complete"}')  # and nothing after it
+
+
 BAD_RESUME_IDS = ["-1", "1.", ".1", "0.1", "1.2.3", "1.-2", "1.x", "1." + "9" * 19]
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 from runtime_harness import (
@@ -25,7 +26,14 @@ from runtime_harness import (
     shell,
 )
 
-from halo_actors.core.events import AgentStarted, RoundStarted, ToolReturned
+from halo_actors.core.events import (
+    AgentStarted,
+    FlagsChanged,
+    RoundStarted,
+    SessionArchived,
+    SessionDeleted,
+    ToolReturned,
+)
 from halo_actors.tools.base import ToolContext, call_tool
 from halo_actors.tools.files import Workspace
 from halo_actors.tools.registry import tools_for
@@ -77,6 +85,44 @@ async def test_stop_clears_an_armed_kick_so_no_resume_turn_follows(
             assert not rt.sup.state(sid).self_kick
             assert [r.kind for r in await rt.rounds(sid)] == ["opening", "drained"]
             assert not rt.sup.is_running(sid)
+
+
+@pytest.mark.parametrize("how", ["archive", "delete"])
+async def test_archive_and_delete_clear_an_armed_kick_so_no_run_follows(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, how: str
+) -> None:
+    urgent = Rule(
+        match=r"urgent", steps=(Step(calls=(CONTINUE,)), Step(text="still going", delay=5))
+    )
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, LONG, urgent, RESUME, ANSWER_ANYTHING) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "long task")
+            await trio.testing.wait_all_tasks_blocked()
+            await rt.sup.interrupt(sid, "urgent")
+            await rt.wait_for(sid, ToolReturned, lambda e: e.result.startswith("ok"))
+            await trio.testing.wait_all_tasks_blocked()
+            actor = rt.sup.actor(sid)  # kept: a deleted session is gone from the supervisor
+            assert actor.state.self_kick
+            assert await (rt.sup.archive if how == "archive" else rt.sup.delete)(sid)
+            after = rt.log.last_seq
+            await trio.sleep(6)
+
+            assert rt.log.last_seq == after  # nothing at all happened since
+            assert not actor.state.self_kick and not actor.state.interrupt_requested
+            assert not actor.running
+            assert [r.kind for r in await rt.rounds(sid)] == ["opening", "drained"]
+            records = await rt.records(sid)
+            kicks = [r for r in records if isinstance(r.event, FlagsChanged)]
+            armed = max(r.seq for r in kicks if r.event.self_kick is True)
+            cleared = [r.seq for r in kicks if r.event.self_kick is False]
+            final = SessionArchived if how == "archive" else SessionDeleted
+            (end,) = [r.seq for r in records if isinstance(r.event, final)]
+            assert any(armed < seq < end for seq in cleared)  # cleared by the abort itself
+            if how == "archive":
+                assert rt.sup.state(sid).lifecycle == "archived"
+            else:
+                assert not rt.sup.exists(sid)
 
 
 async def test_stop_after_continue_task_armed_in_a_parallel_batch_prevents_the_resume(

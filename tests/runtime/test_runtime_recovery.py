@@ -294,3 +294,36 @@ async def test_restart_answers_queued_messages_across_a_tree_and_the_child_repor
             for sid in (SID, child, archived):
                 assert not rt.sup.is_running(sid)
                 await rt.assert_replay_matches(sid)
+
+
+async def test_a_deleted_id_created_again_is_a_new_session_that_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / ".halo" / "events.db"
+    with trio.fail_after(SHELL_BUDGET):
+        log = await SqliteEventLog.open(db)
+        try:
+            async with running(tmp_path, ANSWER_ANYTHING, log=log) as rt:
+                await rt.sup.create_session(SID)
+                await rt.sup.send(SID, "first life")
+                await rt.sup.wait_idle(SID)
+                await rt.sup.delete(SID)
+                assert not rt.sup.exists(SID)
+                await rt.sup.create_session(SID, title="again")
+                await rt.sup.send(SID, "second life")
+                await rt.sup.wait_idle(SID)
+                live = rt.sup.state(SID)
+                assert [m.text() for m in live.messages] == ["second life", "ok"]
+                await rt.assert_replay_matches(SID)  # the old life is not replayed into it
+        finally:
+            await log.aclose()
+
+        log = await SqliteEventLog.open(db)
+        try:
+            async with running(tmp_path, ANSWER_ANYTHING, log=log) as again:
+                state = again.sup.state(SID)  # still there after the restart
+                assert (state.lifecycle, state.title) == ("live", "again")
+                assert [m.text() for m in state.messages] == ["second life", "ok"]
+                assert [u.text for u in state.ui if u.kind == "user"] == ["second life"]
+        finally:
+            await log.aclose()

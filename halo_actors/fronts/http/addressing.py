@@ -129,7 +129,8 @@ class ActiveSessions:
 
 
 def _gone(sup: Supervisor, session_id: str) -> bool:
-    return sup.exists(session_id) and not sup.is_live(session_id)
+    """Archived or deleted; a minted id not created yet is not gone."""
+    return sup.was_deleted(session_id) or (sup.exists(session_id) and not sup.is_live(session_id))
 
 
 def own_roots(sup: Supervisor, caller: Caller) -> list[tuple[str, int]]:

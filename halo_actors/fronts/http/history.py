@@ -34,13 +34,16 @@ from ...core.events import (
     MailboxFolded,
     Record,
     RoundStarted,
+    SessionCreated,
     ToolReturned,
 )
 from ...core.log import EventFilter
 from ...runtime.supervisor import Supervisor
 
 Row = dict[str, object]
-HISTORY_KINDS = frozenset({"user", "assistant", "tool_result", "error", "mailbox_folded"})
+HISTORY_KINDS = frozenset(
+    {"session_created", "user", "assistant", "tool_result", "error", "mailbox_folded"}
+)
 
 
 @dataclass
@@ -52,6 +55,8 @@ class HistoryFold:
     def apply(self, record: Record) -> None:
         base: Row = {"id": record.seq, "timestamp": record.ts}
         match record.event:
+            case SessionCreated():  # a deleted id created again: its history starts over
+                self.rows, self.pending = [], []
             case RoundStarted(text=text, images=images):
                 row = {**base, "role": "user", "text": text}
                 self.rows.append(row | {"images": list(images)} if images else row)
