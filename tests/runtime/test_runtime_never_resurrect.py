@@ -17,6 +17,7 @@ from runtime_harness import (
     BUDGET,
     SHELL_BUDGET,
     Rule,
+    Runtime,
     Step,
     call,
     poll_until,
@@ -64,20 +65,27 @@ async def test_no_turn_starts_after_stop_unless_a_new_message_arrives(
             assert rt.sup.state(sid).lifecycle == "live"
 
 
+URGENT = Rule(match=r"urgent", steps=(Step(calls=(CONTINUE,)), Step(text="still going", delay=5)))
+"""An interrupt whose turn calls ``continue_task``, then keeps going for a while."""
+
+
+async def armed_kick(rt: Runtime) -> str:
+    """A session whose interrupted turn has armed a resume kick and is still running."""
+    sid = await rt.sup.create_session(namespace="cli")
+    await rt.sup.send(sid, "long task")
+    await trio.testing.wait_all_tasks_blocked()
+    await rt.sup.interrupt(sid, "urgent")
+    await rt.wait_for(sid, ToolReturned, lambda e: e.result.startswith("ok"))
+    await trio.testing.wait_all_tasks_blocked()
+    return sid
+
+
 async def test_stop_clears_an_armed_kick_so_no_resume_turn_follows(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    urgent = Rule(
-        match=r"urgent", steps=(Step(calls=(CONTINUE,)), Step(text="still going", delay=5))
-    )
     with trio.fail_after(BUDGET):
-        async with running(tmp_path, LONG, urgent, RESUME, ANSWER_ANYTHING) as rt:
-            sid = await rt.sup.create_session(namespace="cli")
-            await rt.sup.send(sid, "long task")
-            await trio.testing.wait_all_tasks_blocked()
-            await rt.sup.interrupt(sid, "urgent")
-            await rt.wait_for(sid, ToolReturned, lambda e: e.result.startswith("ok"))
-            await trio.testing.wait_all_tasks_blocked()
+        async with running(tmp_path, LONG, URGENT, RESUME, ANSWER_ANYTHING) as rt:
+            sid = await armed_kick(rt)
             assert rt.sup.state(sid).self_kick
             await rt.sup.stop(sid)
             await trio.sleep(6)
@@ -91,17 +99,9 @@ async def test_stop_clears_an_armed_kick_so_no_resume_turn_follows(
 async def test_archive_and_delete_clear_an_armed_kick_so_no_run_follows(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, how: str
 ) -> None:
-    urgent = Rule(
-        match=r"urgent", steps=(Step(calls=(CONTINUE,)), Step(text="still going", delay=5))
-    )
     with trio.fail_after(BUDGET):
-        async with running(tmp_path, LONG, urgent, RESUME, ANSWER_ANYTHING) as rt:
-            sid = await rt.sup.create_session(namespace="cli")
-            await rt.sup.send(sid, "long task")
-            await trio.testing.wait_all_tasks_blocked()
-            await rt.sup.interrupt(sid, "urgent")
-            await rt.wait_for(sid, ToolReturned, lambda e: e.result.startswith("ok"))
-            await trio.testing.wait_all_tasks_blocked()
+        async with running(tmp_path, LONG, URGENT, RESUME, ANSWER_ANYTHING) as rt:
+            sid = await armed_kick(rt)
             actor = rt.sup.actor(sid)  # kept: a deleted session is gone from the supervisor
             assert actor.state.self_kick
             assert await (rt.sup.archive if how == "archive" else rt.sup.delete)(sid)
