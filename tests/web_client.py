@@ -71,19 +71,19 @@ class EventId:
     def _key(self) -> tuple[int, float]:
         return self.seq, self.part or float("inf")
 
-    def __lt__(self, other: object) -> bool:
+    @staticmethod
+    def _key_of(other: object) -> tuple[int, float] | None:
         if isinstance(other, int):
-            other = EventId(other)
-        if not isinstance(other, EventId):
-            return NotImplemented
-        return self._key() < other._key()
+            return other, float("inf")
+        return other._key() if isinstance(other, EventId) else None
+
+    def __lt__(self, other: object) -> bool:
+        key = self._key_of(other)
+        return NotImplemented if key is None else self._key() < key
 
     def __gt__(self, other: object) -> bool:
-        if isinstance(other, int):
-            other = EventId(other)
-        if not isinstance(other, EventId):
-            return NotImplemented
-        return self._key() > other._key()
+        key = self._key_of(other)
+        return NotImplemented if key is None else self._key() > key
 
     def __str__(self) -> str:
         return f"{self.seq}.{self.part}" if self.part else str(self.seq)
