@@ -28,7 +28,7 @@ from ..core.conversation import Message
 from ..core.events import Compacted, FlagsChanged, RoundStarted
 from ..tools.base import ToolContext, TreeControl
 from ..tools.files import Workspace
-from ..tools.registry import toolset
+from ..tools.registry import ToolRegistry
 from ..tools.shell import ShellLimits
 from .profiles import AgentProfile
 from .session import SessionActor
@@ -39,12 +39,22 @@ TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None]]
 
 class RunDriver:
     def __init__(
-        self, model: Model, workspace: Workspace, tree: TreeControl, turn_ended: TurnEnded
+        self,
+        model: Model,
+        workspace: Workspace,
+        tree: TreeControl,
+        turn_ended: TurnEnded,
+        *,
+        tools: ToolRegistry,
+        tool_tasks: trio.Nursery,
     ) -> None:
         self.model = model
         self.workspace = workspace
         self.tree = tree
         self.turn_ended = turn_ended
+        self.tools = tools
+        self.tool_tasks = tool_tasks
+        """Where custom tools run (a hard interrupt may have to leave one behind)."""
 
     async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
@@ -84,8 +94,9 @@ class RunDriver:
             tree=self.tree,
             turn=actor,
             shell=shell,
+            tasks=self.tool_tasks,
         )
-        tools = toolset(tuple(profile.tools))
+        tools = self.tools.toolset(tuple(profile.tools))
         return TurnSetup(
             model=self.model,
             tools=tools.tools,

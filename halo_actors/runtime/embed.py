@@ -9,7 +9,7 @@ directory that does not exist yet is created, with its parents.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,7 +20,9 @@ from ..agent.model import Model
 from ..agent.scripted import ScriptedModel
 from ..core.log import EventLog, MemoryEventLog, SqliteEventLog
 from ..core.log.sqlite import Synchronous
+from ..tools.base import Tool
 from ..tools.files import Workspace
+from ..tools.registry import ToolRegistry
 from .profiles import Profiles
 from .supervisor import Supervisor, open_supervisor
 
@@ -49,10 +51,21 @@ async def open_runtime(
     *,
     model: Model | None = None,
     profiles: Profiles | None = None,
+    tools: Iterable[Tool] = (),
     durable: bool = True,
     synchronous: Synchronous = "NORMAL",
 ) -> AsyncIterator[Supervisor]:
+    """Run the runtime of ``workspace`` until the block exits.
+
+    ``model``: every agent's model (default: the scripted demo agent). ``profiles``:
+    the agent profiles (default: the built-in ``default`` plus the workspace's
+    ``.halo/agents/*.toml``). ``tools``: custom tools (``@tool``) that profiles may
+    name beside the built-ins. ``durable=False`` keeps the log in memory.
+    """
+    registry = ToolRegistry(tools)
     ws = await trio.to_thread.run_sync(open_workspace, workspace)
+    if profiles is None:
+        profiles = await trio.to_thread.run_sync(Profiles.load, ws.root, registry)
     event_log: EventLog
     if durable:
         event_log = await SqliteEventLog.open(log_path(ws.root), synchronous=synchronous)
@@ -63,7 +76,8 @@ async def open_runtime(
             event_log,
             model or default_model(),
             workspace=ws,
-            profiles=profiles or Profiles.load(ws.root),
+            profiles=profiles,
+            tools=registry,
         ) as supervisor:
             yield supervisor
     finally:

@@ -16,7 +16,7 @@ import msgspec
 
 from ..core.errors import ProfileError
 from ..core.ids import is_safe_segment
-from ..tools.registry import BUILTIN_TOOLS
+from ..tools.registry import BUILTINS, ToolRegistry
 
 DEFAULT_TOOLS = (
     "shell_exec",
@@ -88,17 +88,27 @@ class Profiles:
     def add(self, profile: AgentProfile) -> None:
         self._by_name[profile.name] = profile
 
+    def check_tools(self, tools: ToolRegistry) -> None:
+        """Every profile names only tools of ``tools``; else ``ProfileError`` naming it."""
+        for profile in self._by_name.values():
+            unknown = tools.unknown(profile.tools)
+            if unknown is not None:
+                raise ProfileError(
+                    f"agent profile {profile.name!r}: {tools.describe_unknown(unknown)}"
+                )
+
     @classmethod
-    def load(cls, workspace: Path) -> Profiles:
-        """Built-ins plus every ``.halo/agents/*.toml`` of the workspace."""
+    def load(cls, workspace: Path, tools: ToolRegistry = BUILTINS) -> Profiles:
+        """Built-ins plus every ``.halo/agents/*.toml`` of the workspace; their ``tools``
+        may name the built-ins and the custom tools of ``tools``."""
         profiles = cls()
         folder = workspace / ".halo" / "agents"
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-            profiles.add(load_profile(path))
+            profiles.add(load_profile(path, tools))
         return profiles
 
 
-def load_profile(path: Path) -> AgentProfile:
+def load_profile(path: Path, tools: ToolRegistry = BUILTINS) -> AgentProfile:
     name = path.stem
     if not is_safe_segment(name):
         raise ProfileError(f"{path.name}: the file name is not a safe agent name")
@@ -119,12 +129,9 @@ def load_profile(path: Path) -> AgentProfile:
         raise ProfileError(f"{path.name}: {exc}") from None
     if profile.name != name:
         raise ProfileError(f"{path.name}: `name` must match the file name ({name!r})")
-    unknown = [tool for tool in profile.tools if tool not in BUILTIN_TOOLS]
-    if unknown:
-        raise ProfileError(
-            f"{path.name}: `tools` names unknown tool {unknown[0]!r}; "
-            f"built-in: {', '.join(BUILTIN_TOOLS)}"
-        )
+    unknown = tools.unknown(profile.tools)
+    if unknown is not None:
+        raise ProfileError(f"{path.name}: `tools` names {tools.describe_unknown(unknown)}")
     return profile
 
 

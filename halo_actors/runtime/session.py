@@ -55,6 +55,7 @@ from ..core.events import (
     TurnCompleted,
 )
 from ..core.log import EventLog
+from ..core.logger import get_logger
 from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
 from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
@@ -106,9 +107,7 @@ class SessionActor:
     @property
     def logger(self) -> structlog.typing.FilteringBoundLogger:
         if self._logger is None:
-            self._logger = structlog.get_logger("halo_actors.session").bind(
-                session_id=self.session_id
-            )
+            self._logger = get_logger("halo_actors.session").bind(session_id=self.session_id)
         return self._logger
 
     @property

@@ -19,13 +19,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Literal
 
 import outcome
-import structlog
 import trio
 
 from ..agent.model import (
@@ -39,15 +38,17 @@ from ..core.events import (
     SessionDeleted,
 )
 from ..core.log import EventLog
+from ..core.logger import get_logger
 from ..core.state import SessionState
-from ..tools.base import Delivery
+from ..tools.base import Delivery, Tool
 from ..tools.files import Workspace
+from ..tools.registry import BUILTINS, ToolRegistry
 from .driver import RunDriver
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Mode, SessionActor, closing_events
 
-log = structlog.get_logger("halo_actors.supervisor")
+log = get_logger("halo_actors.supervisor")
 
 
 class Supervisor:
@@ -58,6 +59,7 @@ class Supervisor:
         profiles: Profiles,
         workspace: Workspace,
         nursery: trio.Nursery,
+        tools: ToolRegistry = BUILTINS,
     ) -> None:
         self.log = event_log
         self.model = model
@@ -74,7 +76,11 @@ class Supervisor:
         """Runs in progress strictly below each session (absent: none), for reports."""
         self._deleted: set[str] = set()
         """Ids deleted and not created again (a front's pointer to one is stale)."""
-        self.driver = RunDriver(model, workspace, self, self._report_turn_end)
+        self.tools = tools
+        """Every tool a profile may name: the built-ins and the embedder's own."""
+        self.driver = RunDriver(
+            model, workspace, self, self._report_turn_end, tools=tools, tool_tasks=nursery
+        )
 
     # --- lookup -----------------------------------------------------------------
 
@@ -213,7 +219,9 @@ class Supervisor:
     def _profile(self, agent_id: str) -> AgentProfile:
         profile = self.profiles.get(agent_id)
         if profile is None:
-            raise InvalidInput(f"unknown agent profile {agent_id!r}")
+            raise InvalidInput(
+                f"unknown agent profile {agent_id!r}; known: {', '.join(self.profiles.names())}"
+            )
         return profile
 
     # --- messages and interrupts ---------------------------------------------------
@@ -492,11 +500,21 @@ class Supervisor:
 
 @asynccontextmanager
 async def open_supervisor(
-    event_log: EventLog, model: Model, *, workspace: Workspace, profiles: Profiles | None = None
+    event_log: EventLog,
+    model: Model,
+    *,
+    workspace: Workspace,
+    profiles: Profiles | None = None,
+    tools: ToolRegistry | Iterable[Tool] = BUILTINS,
 ) -> AsyncIterator[Supervisor]:
-    """Run a supervisor; leaving the block cancels every run (turns close on restart)."""
+    """Run a supervisor; leaving the block cancels every run (turns close on restart).
+    ``tools``: custom tools beside the built-ins; every profile must name only tools
+    that exist (else ``ProfileError``)."""
+    tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+    profiles = profiles or Profiles()
+    profiles.check_tools(tools)
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(event_log, model, profiles or Profiles(), workspace, nursery)
+        supervisor = Supervisor(event_log, model, profiles, workspace, nursery, tools)
         await supervisor.recover()
         try:
             yield supervisor

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal, Protocol, TypeVar
 
 import msgspec
-import structlog
+import trio
 
 from ..core.errors import HaloError
+from ..core.logger import get_logger
+from .abandon import run_abandonable
 from .files import Workspace
 from .shell import ShellLimits
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 Delivery = Literal["started", "queued"]
 
@@ -68,6 +71,11 @@ class ToolContext:
     tree: TreeControl
     turn: TurnControl
     shell: ShellLimits = field(default_factory=ShellLimits)
+    access: Literal["readonly", "workspace", "full"] = "full"
+    """The session's access level (what custom tools are told)."""
+    tasks: trio.Nursery | None = None
+    """Where custom tools run, so a hard interrupt can abandon one that ignores its
+    cancellation (``custom.run_abandonable``); None: they run inline."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,9 @@ class Tool:
     description: str
     input_schema: dict[str, object]
     invoke: Invoke
+    grace: float | None = None
+    """Custom tools: seconds a cancelled call gets before the turn goes on without it.
+    None (the built-ins): the call is awaited to its end, which they keep bounded."""
     spec: ToolSpec = field(init=False, compare=False)
     """What a model is told about this tool; built once (a model call reuses it)."""
 
@@ -113,10 +124,11 @@ def define_tool(
             return ToolOutput(f"invalid arguments for {name}: {exc}", is_error=True)
         return await run(ctx, parsed)
 
-    return Tool(name, description, _schema_of(args), invoke)
+    return Tool(name, description, schema_of(args), invoke)
 
 
-def _schema_of(args: type[msgspec.Struct]) -> dict[str, object]:
+def schema_of(args: type[msgspec.Struct]) -> dict[str, object]:
+    """The JSON schema of ``args`` as one object schema (its ``$defs`` kept if nested)."""
     schema = msgspec.json.schema(args)
     defs = schema.get("$defs", {})
     ref = str(schema.get("$ref", "")).rsplit("/", 1)[-1]
@@ -135,10 +147,18 @@ async def call_tool(
     tool = tools.get(name)
     if tool is None:
         return ToolOutput(f"unknown tool {name!r}; available: {', '.join(sorted(tools))}", True)
+    if tool.grace is not None and ctx.tasks is not None:
+        call = partial(_invoke, tool, ctx, raw)
+        closing = ToolOutput(f"{name}: cancelled (the runtime is closing)", is_error=True)
+        return await run_abandonable(ctx.tasks, tool.grace, call, name, closing)
+    return await _invoke(tool, ctx, raw)
+
+
+async def _invoke(tool: Tool, ctx: ToolContext, raw: Mapping[str, object]) -> ToolOutput:
     try:
         return await tool.invoke(ctx, raw)
     except HaloError as exc:
         return ToolOutput(str(exc), is_error=True)
     except Exception as exc:  # a tool bug must not end the turn; it is logged in full
-        log.exception("tool_failed", session_id=ctx.session_id, tool=name)
-        return ToolOutput(f"{name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        log.exception("tool_failed", session_id=ctx.session_id, tool=tool.name)
+        return ToolOutput(f"{tool.name} failed: {type(exc).__name__}: {exc}", is_error=True)

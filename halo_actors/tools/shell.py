@@ -39,10 +39,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import structlog
 import trio
 
 from halo_actors.core.errors import InvalidInput
+from halo_actors.core.logger import get_logger
 
 __all__ = [
     "ShellLimits",
@@ -53,7 +53,7 @@ __all__ = [
     "wait_process_group_gone",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _POLL_FIRST = 0.001  # first process-table poll interval; doubles up to _POLL_MAX
 _POLL_MAX = 0.020

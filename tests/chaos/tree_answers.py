@@ -167,7 +167,7 @@ def _check_start(model: TreeModel, call: Call, answer: ToolReturned) -> None:
         expect(ok, "start_gate", caller, answer.result)
         return
     if PROFILES.get(agent) is None:
-        ok = answer.is_error and answer.result == f"unknown agent profile {agent!r}"
+        ok = answer.is_error and answer.result.startswith(f"unknown agent profile {agent!r}; ")
         expect(ok, "start_unknown_profile", caller, answer.result)
         return
     got = parse(answer.result) or {}

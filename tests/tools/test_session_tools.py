@@ -461,7 +461,9 @@ async def test_start_session_of_a_team_member_without_a_profile_is_a_clear_error
             root = await w.sup.create_session(namespace="web_a", agent_id="lead")
             before = await w.seqs(root)
             answer = await w.call(root, "start_session", {"task": "work", "agent": "ghost"})
-            assert (answer.text, answer.is_error) == ("unknown agent profile 'ghost'", True)
+            known = ", ".join(w.sup.profiles.names())
+            expected = f"unknown agent profile 'ghost'; known: {known}"
+            assert (answer.text, answer.is_error) == (expected, True)
             assert w.sup.children(root) == []
             assert await w.seqs(root) == before
 

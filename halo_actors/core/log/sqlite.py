@@ -33,8 +33,9 @@ from typing import Literal
 from urllib.parse import quote
 
 import msgspec
-import structlog
 import trio
+
+from halo_actors.core.logger import get_logger
 
 from ..errors import StoreClosed, StoreFailed
 from ..events import Event, Record
@@ -63,7 +64,7 @@ _INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?,
 _records_decoder = msgspec.json.Decoder(list[Record])
 
 Row = tuple[int, str, str, int, str, bytes]
-log = structlog.get_logger("halo_actors.log")
+log = get_logger("halo_actors.log")
 
 
 @dataclass(eq=False)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-import structlog
 import trio
+
+from halo_actors.core.logger import get_logger
 
 from ... import __version__
 from .client import HaloClient, ServerError
@@ -25,7 +26,7 @@ from .prompt import compose_prompt
 from .turn import BACKOFF, PromptTurn
 from .updates import Update, replay_updates
 
-log = structlog.get_logger("halo_actors.acp")
+log = get_logger("halo_actors.acp")
 PROTOCOL_VERSION = 1
 AGENT_INFO = {"name": "halo_actors", "title": "halo_actors", "version": __version__}
 

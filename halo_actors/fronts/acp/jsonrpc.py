@@ -22,10 +22,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Final
 
 import msgspec
-import structlog
 import trio
 
-log = structlog.get_logger("halo_actors.acp")
+from halo_actors.core.logger import get_logger
+
+log = get_logger("halo_actors.acp")
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600

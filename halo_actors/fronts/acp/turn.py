@@ -34,14 +34,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Literal
 
-import structlog
 import trio
+
+from halo_actors.core.logger import get_logger
 
 from .client import Frame, HaloClient, ServerError
 from .settle import SKEW_MARGIN_MS, logged_reply, missing_text
 from .updates import Update, UpdateBuilder, text_chunk
 
-log = structlog.get_logger("halo_actors.acp")
+log = get_logger("halo_actors.acp")
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)
 """Seconds before each re-attach of a dropped stream; its length is the failure budget."""
 CANCEL_GRACE = 5.0

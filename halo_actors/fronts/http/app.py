@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -25,13 +24,14 @@ from starlette.routing import Route, WebSocketRoute
 from ...agent.model import Model
 from ...core.errors import HaloError
 from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
+from ...core.logger import get_logger
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
 from .errors import INTERNAL, ApiError, error_body, error_response
 from .history import HistoryCache
 from .runtimes import Runtimes
 from .tokens import TokenCache, TokenStore
 
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 
 EXPOSED_HEADERS = ("x-token", "x-workspace", "x-session-id", "last-event-id", "content-type")
 

@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import structlog
 import trio
 
 from ...agent.model import Model
+from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.supervisor import Supervisor
 
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 
 
 class Runtimes:

@@ -24,16 +24,16 @@ from functools import partial
 from pathlib import Path
 from typing import cast
 
-import structlog
 import trio
 from hypercorn.config import Config, Sockets
 from hypercorn.trio import serve
 from hypercorn.typing import ASGIFramework
 
+from ...core.logger import get_logger
 from .app import Front, FrontSettings, build_app
 from .runtimes import Runtimes
 
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 
 
 @dataclass

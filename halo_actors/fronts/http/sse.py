@@ -28,16 +28,16 @@ from collections.abc import Callable
 from contextlib import AsyncExitStack
 from typing import Protocol
 
-import structlog
 import trio
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from ...core.errors import HaloError
+from ...core.logger import get_logger
 from .errors import ApiError, error_response
 from .frames import Frame, encode_sse
 
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 
 FRAME_BUFFER = 256
 """Frames between the pump and the writer; a full buffer makes the pump wait."""

@@ -32,10 +32,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-import structlog
 import trio
 
 from ...core.errors import InvalidInput
+from ...core.logger import get_logger
 
 Access = Literal["full", "workspace", "readonly"]
 ACCESS_LEVELS: tuple[Access, ...] = ("full", "workspace", "readonly")
@@ -43,7 +43,7 @@ TOKEN_FILE = "tokens.json"
 HOME_ENV = "HALO_ACTORS_HOME"
 _ACCOUNT = re.compile(r"[A-Za-z0-9-]{1,64}")
 _TOKEN_ID = re.compile(r"[0-9a-f]{8}")
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 
 
 @dataclass(frozen=True, slots=True)

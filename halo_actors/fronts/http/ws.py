@@ -14,7 +14,6 @@ are ignored. A plain HTTP ``GET`` of the route (no upgrade) is answered ``426``.
 
 from __future__ import annotations
 
-import structlog
 import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -22,6 +21,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...core.errors import HaloError, SubscriptionClosed, SubscriptionOverflow
 from ...core.log import EventFilter, Subscription
+from ...core.logger import get_logger
 from .addressing import authenticate, check_session_id, pick
 from .app import Front
 from .body import resume_id
@@ -29,7 +29,7 @@ from .errors import ApiError, error_response
 from .frames import Projector, Resume, encode_push, session_frame
 from .streams import media_state_at
 
-log = structlog.get_logger("halo_actors.http")
+log = get_logger("halo_actors.http")
 CLOSE_GOING_AWAY = 1001
 CLOSE_TRY_AGAIN = 1013
 
