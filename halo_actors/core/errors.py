@@ -50,9 +50,10 @@ class StoreClosed(HaloError):
 
 
 class StoreFailed(HaloError):
-    """An append could not be made durable (a failed commit, or the log's writer stopped).
+    """An append could not be made durable: a commit failed and the log stopped (fail-stop).
 
-    Nothing of that append was stored; its sequence numbers are never reused.
+    Nothing of that append, nor of any later one, was stored or shown to a reader; the
+    process must reopen the log, which recovers the durable prefix.
     """
 
 

@@ -1,10 +1,11 @@
-"""The SQLite log when its writer hits trouble, and its read-only mode.
+"""The SQLite log when its writer hits trouble (fail-stop), and its read-only mode.
 
-A commit that raises anything fails only its own batch with ``StoreFailed``; a
-writer thread that stops fails every queued and later append instead of leaving
-the appenders waiting forever (they wait under a shield, so a hang there could
-never be cancelled). The faults are injected by handing the writer a connection
-that raises (a stand-in for the real one, installed with ``monkeypatch``).
+A commit that raises anything stops the writer: that batch, everything queued
+behind it and every later append fail with ``StoreFailed``; nothing past the last
+good commit is ever published, read back or recovered, and no appender or waiter is
+left waiting (``append`` waits under a shield, so a hang there could never be
+cancelled). The faults are injected by handing the writer a connection that raises
+(the real one, wrapped; installed with ``monkeypatch``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from halo_actors.core.errors import StoreClosed, StoreFailed
+from halo_actors.core.errors import StoreClosed, StoreFailed, SubscriptionClosed
 from halo_actors.core.events import Record, TextStreamed
 from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
@@ -40,6 +41,7 @@ class FlakyConnection:
     def __init__(self, real: sqlite3.Connection) -> None:
         self.real = real
         self.insert_fails: list[BaseException] = []
+        self.commit_fails: list[BaseException] = []
         self.rollback_fails: list[BaseException] = []
 
     def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
@@ -48,6 +50,8 @@ class FlakyConnection:
         return self.real.executemany(sql, rows)
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.commit_fails:
+            raise self.commit_fails.pop(0)
         if sql == "ROLLBACK" and self.rollback_fails:
             self.real.execute(sql)
             raise self.rollback_fails.pop(0)
@@ -81,22 +85,65 @@ async def wait_for_writer(made: list[FlakyConnection]) -> FlakyConnection:
     return made[0]
 
 
-async def test_a_commit_failing_with_any_error_fails_its_batch_and_the_writer_goes_on(
+async def test_a_commit_failing_with_any_error_stops_the_log_fail_stop(
     tmp_path: Path, writer_connection: list[FlakyConnection]
 ) -> None:
+    """Fail-stop: "after a failed commit every later append fails"."""
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(tmp_path / "events.db")
         try:
+            (kept,) = await log.append("a", text("kept"))
             conn = await wait_for_writer(writer_connection)
             conn.insert_fails.append(RuntimeError("not an sqlite3 error"))
             with pytest.raises(StoreFailed, match="not an sqlite3 error"):
                 await log.append("a", text("lost"))
-            (kept,) = await log.append("a", text("kept"))
-            assert kept.seq == 2  # the failed append's seq is never reused
+            with pytest.raises(StoreFailed):
+                await log.append("a", text("later"))
+            with pytest.raises(StoreFailed):
+                log.append_nowait("b", text("later"))
+            assert "durable up to seq 1" in str(await log.wait_failed())
+            assert log.failure is not None
             assert labels(await log.read()) == ["kept"]
-            assert log.last_seq == 2
+            assert log.last_seq == kept.seq == 1
         finally:
             await log.aclose()
+
+
+async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen_recovers(
+    tmp_path: Path, writer_connection: list[FlakyConnection]
+) -> None:
+    """An I/O error at the writer's COMMIT: no reader (read, subscription, ``last_seq``)
+    ever sees the lost suffix; waiters fail instead of hanging; the reopened file holds
+    the durable prefix, and numbering goes on after it."""
+    path = tmp_path / "events.db"
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(path)
+        seen: list[Record] = []
+        try:
+            durable = await log.append("a", text("d1"), text("d2"))
+            conn = await wait_for_writer(writer_connection)
+            async with log.subscribe(EventFilter(tree="a")) as sub:
+                conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+                lost = [log.append_nowait("a", text(f"p{i}")) for i in range(20)]
+                with pytest.raises(StoreFailed, match="disk I/O error"):
+                    await log.wait_durable(lost[-1][0].seq)
+                with pytest.raises(SubscriptionClosed):
+                    async for record in sub:
+                        seen.append(record)
+            assert seen == durable  # the catch-up, then the end: nothing of the suffix
+            assert log.last_seq == durable[-1].seq
+            assert await log.read() == durable
+            with pytest.raises(StoreFailed):
+                await log.wait_durable(lost[0][0].seq)
+        finally:
+            await log.aclose()
+        again = await SqliteEventLog.open(path)
+        try:
+            assert await again.read() == durable
+            (next_one,) = await again.append("a", text("after"))
+            assert next_one.seq == durable[-1].seq + 1  # a lost seq nobody saw is reissued
+        finally:
+            await again.aclose()
 
 
 async def test_a_writer_that_cannot_connect_fails_appends_instead_of_hanging(
@@ -131,7 +178,7 @@ async def test_a_writer_that_cannot_connect_fails_appends_instead_of_hanging(
             await log.aclose()
 
 
-async def test_a_writer_that_dies_mid_commit_fails_queued_and_later_appends(
+async def test_a_writer_whose_rollback_fails_too_fails_queued_and_later_appends(
     tmp_path: Path, writer_connection: list[FlakyConnection]
 ) -> None:
     outcomes: list[str] = []

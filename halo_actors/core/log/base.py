@@ -1,17 +1,27 @@
 """The event-log protocol and the part every backend shares.
 
-:class:`LogBase` validates, encodes, stamps (sequence number, server time) and
-publishes; a backend only persists and reads. See ``docs/design/event-log.md``.
+:class:`LogBase` validates, encodes, stamps (sequence number, server time),
+publishes, and keeps the durability horizon; a backend only persists and reads.
+See ``docs/design/event-log.md``.
 
 Invariants:
-- sequence numbers strictly increase across the log's whole life (a backend
-  restarts from the largest stored seq) and are never reused; a failed commit
-  may leave a gap, never a duplicate;
+- sequence numbers strictly increase across the log's whole life and are never
+  reused for a record anyone could have seen; a backend restarts from the largest
+  stored seq, so the seqs of a suffix lost to a failure (never durable, so never
+  seen) are handed out again;
 - timestamps (ms) never decrease along the sequence;
-- an ``append`` either raises before anything is queued (bad input, closed log)
-  or returns after its records are durable; it cannot be cancelled in between,
-  so a caller's view never disagrees with the log;
-- records are published to subscribers after commit and in sequence order.
+- **durable is a prefix**: records become durable in sequence order, so every
+  record with ``seq <= last_seq`` is durable and stays; ``last_seq`` never passes
+  a record that is not;
+- records are published to subscribers only once durable, and in sequence order:
+  no reader of the log ever sees a record that is not durable;
+- **fail-stop**: after a failed commit nothing more is made durable: every later
+  append (and every wait for a seq past ``last_seq``) raises ``StoreFailed``;
+- a *pipelined* backend stamps in ``append_nowait`` (no waiting: the caller may
+  act on the records at once and waits for durability only where it is
+  observable, with ``wait_durable``); ``append`` either raises before anything is
+  queued (bad input, closed or failed log) or returns once its records are
+  durable, and cannot be cancelled in between.
 """
 
 from __future__ import annotations
@@ -21,7 +31,9 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
-from ..errors import EventTooLarge, InvalidInput, StoreClosed
+import trio
+
+from ..errors import EventTooLarge, InvalidInput, StoreClosed, StoreFailed
 from ..events import FRAME_ONLY_KINDS, Event, Record, encode_record, kind_of
 from ..ids import check_session_id
 from .fanout import FanOut, Subscription
@@ -37,13 +49,50 @@ class EventLog(Protocol):
     max_event_bytes: int
     """The largest encoded record the log stores; bigger ones raise ``EventTooLarge``."""
 
+    pipelined: bool
+    """True when :meth:`append_nowait` works: the backend stamps seqs itself, before the
+    commit. A backend whose seqs come from the commit (one log shared by several nodes)
+    is not pipelined; its callers use :meth:`append`, which waits for the commit."""
+
     @property
     def last_seq(self) -> int:
-        """The largest sequence number published so far (0 for an empty log)."""
+        """The durable horizon: the largest seq durable and published (0 for an empty log).
+        Every record up to it is durable; readers bound themselves by it."""
+        ...
+
+    @property
+    def stamped_seq(self) -> int:
+        """The largest seq handed out, durable or still queued (``>= last_seq``)."""
+        ...
+
+    @property
+    def failure(self) -> StoreFailed | None:
+        """Why the log stopped making records durable (fail-stop), or None."""
         ...
 
     async def append(self, session_id: str, *events: Event) -> list[Record]:
-        """Stamp and store ``events`` for one session atomically; return their records."""
+        """Stamp and store ``events`` for one session atomically; return once they are durable."""
+        ...
+
+    def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
+        """Stamp ``events`` and queue them for the next commit; never blocks (pipelined only).
+
+        Raises before anything is stamped on bad input, a closed log or a failed one. The
+        records are final (seq, ts) but not durable: nothing reads them from the log until
+        ``last_seq`` reaches them, and a failure may still lose them (with every later one).
+        """
+        ...
+
+    async def wait_durable(self, seq: int) -> None:
+        """Until every record up to ``seq`` (a seq already stamped) is durable and published.
+
+        Raises ``StoreFailed`` if the log failed first. Cancelling the wait loses nothing:
+        the records stay queued.
+        """
+        ...
+
+    async def wait_failed(self) -> StoreFailed:
+        """Until the log fails (fail-stop); returns why. Waits forever on a healthy log."""
         ...
 
     async def read(
@@ -71,7 +120,16 @@ class EventLog(Protocol):
 
 
 class LogBase:
-    """Validation, stamping and fan-out; subclasses implement ``_persist`` and ``_read``."""
+    """Validation, stamping, the durable horizon and fan-out.
+
+    A pipelined subclass implements ``_enqueue`` (queue stamped records for its commit)
+    and calls :meth:`_committed` (durable: publish) and :meth:`_fail_stop` (a commit
+    failed) on the trio thread; ``append`` and ``wait_durable`` come from here. A
+    subclass that is not pipelined overrides ``append`` and keeps ``pipelined = False``.
+    Every subclass implements ``read``.
+    """
+
+    pipelined = True
 
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.max_event_bytes = max_event_bytes
@@ -80,10 +138,23 @@ class LogBase:
         self._last_ts = 0
         self._published_seq = 0
         self._closed = False
+        self._failure: StoreFailed | None = None
+        self._durable = trio.Event()
+        """Set (and replaced) when ``last_seq`` moves while someone waits, or the log fails."""
+        self._durable_waiters = 0
+        self._failed = trio.Event()
 
     @property
     def last_seq(self) -> int:
         return self._published_seq
+
+    @property
+    def stamped_seq(self) -> int:
+        return self._next_seq - 1
+
+    @property
+    def failure(self) -> StoreFailed | None:
+        return self._failure
 
     @property
     def subscriber_count(self) -> int:
@@ -97,6 +168,70 @@ class LogBase:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosed("the event log is closed")
+
+    def _check_healthy(self) -> None:
+        if self._failure is not None:
+            raise StoreFailed(str(self._failure))
+
+    # --- appending ---------------------------------------------------------------------
+
+    def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
+        self._check_healthy()
+        stamped = self._stamp(session_id, events)
+        self._enqueue(session_id, stamped)
+        return [record for record, _ in stamped]
+
+    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+        """Queue stamped records for the next commit, in order; must not block."""
+        raise NotImplementedError
+
+    async def append(self, session_id: str, *events: Event) -> list[Record]:
+        records = self.append_nowait(session_id, *events)
+        with trio.CancelScope(shield=True):
+            await self.wait_durable(records[-1].seq)
+        return records
+
+    async def wait_durable(self, seq: int) -> None:
+        if seq > self.stamped_seq:
+            raise InvalidInput(f"seq {seq} was never stamped (the last is {self.stamped_seq})")
+        if self._published_seq >= seq:
+            await trio.lowlevel.checkpoint()
+            return
+        self._durable_waiters += 1
+        try:
+            while self._published_seq < seq:
+                if self._failure is not None:
+                    raise StoreFailed(str(self._failure))
+                await self._durable.wait()
+        finally:
+            self._durable_waiters -= 1
+
+    async def wait_failed(self) -> StoreFailed:
+        await self._failed.wait()
+        assert self._failure is not None
+        return self._failure
+
+    def _committed(self, records: list[Record]) -> None:
+        """On the trio thread, in seq order: these records are durable. Publish them and
+        wake whoever waits for durability (one wake-up per committed batch)."""
+        if records:
+            self._publish(records)
+        if self._durable_waiters:
+            self._durable.set()
+            self._durable = trio.Event()
+
+    def _fail_stop(self, cause: BaseException) -> None:
+        """On the trio thread: a commit failed. Nothing after ``last_seq`` will ever be
+        durable: fail every waiter and later append, end every subscription."""
+        if self._failure is not None:
+            return
+        self._failure = StoreFailed(
+            f"the event log stopped after a failed commit: {cause!r}; "
+            f"durable up to seq {self._published_seq}"
+        )
+        self._fanout.close_all("the event log failed")
+        self._durable.set()
+        self._failed.set()
 
     def _stamp(self, session_id: str, events: Sequence[Event]) -> list[tuple[Record, bytes]]:
         """Validate and encode; raises before any state changes on bad input."""
@@ -121,7 +256,7 @@ class LogBase:
         return stamped
 
     def _publish(self, records: list[Record]) -> None:
-        """Called after commit, in sequence order, on the trio thread."""
+        """Called once durable, in sequence order, on the trio thread."""
         self._published_seq = records[-1].seq
         self._fanout.publish(records)
 

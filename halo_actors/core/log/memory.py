@@ -23,11 +23,15 @@ class MemoryEventLog(LogBase):
         self._by_session: dict[str, list[Record]] = {}
         self._by_tree: dict[str, list[Record]] = {}
 
-    async def append(self, session_id: str, *events: Event) -> list[Record]:
-        records = [record for record, _ in self._stamp(session_id, events)]
+    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+        """Stored and durable at once (as durable as memory gets): published right here."""
+        records = [record for record, _ in stamped]
         self._records.extend(records)
         self._index(session_id, records)
-        self._publish(records)
+        self._committed(records)
+
+    async def append(self, session_id: str, *events: Event) -> list[Record]:
+        records = self.append_nowait(session_id, *events)
         await trio.lowlevel.cancel_shielded_checkpoint()  # committed: must not raise Cancelled
         return records
 

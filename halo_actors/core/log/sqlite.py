@@ -1,20 +1,22 @@
 """SQLite event log: WAL mode, one file per workspace, one writer thread with group commit.
 
 Invariants:
-- only the writer thread writes; it takes every append waiting in its queue,
-  inserts them in one transaction and commits once (group commit), then hands
-  the batch back to the trio thread, which publishes it in sequence order and
-  wakes the appenders;
-- an appender waits for its commit under a shield: once queued, an append is
-  reported only after it is durable (or failed);
+- only the writer thread writes; it takes every batch of stamped records waiting
+  in its queue (in seq order: ``append_nowait`` stamps and queues in one step on the
+  trio thread), inserts them in one transaction and commits once (group commit),
+  then hands the batch back to the trio thread, which publishes it in sequence
+  order and wakes whoever waits for durability;
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
+- **fail-stop**: a commit that raises (anything) stops the writer: that batch,
+  everything queued behind it and every later append fail with ``StoreFailed``,
+  and nothing past the last good commit is ever published; the file stays as of
+  that commit, which is what a reopen recovers (as after a crash);
+- WAL checkpoints never run inside a commit: the writer's connection has
+  ``wal_autocheckpoint=0`` and a checkpointer thread runs a passive checkpoint from
+  its own connection after about every ``CHECKPOINT_PAGES`` pages written;
 - after a crash the file reopens as of its last commit and numbering resumes
   after the largest stored seq;
-- no appender waits forever: a commit that raises fails only its own batch
-  (``StoreFailed``; the writer goes on), and if the writer thread itself stops on
-  an unexpected error, every queued append and every later one fails with
-  ``StoreFailed`` instead of waiting for a writer that is gone;
 - a log opened with ``read_only=True`` has no writer thread and never writes to
   the file (not even the schema): it serves reads and catch-up of what is stored,
   and refuses appends with ``StoreClosed``. Inspection tools and tests open a live
@@ -27,7 +29,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -46,6 +48,9 @@ from .filter import EVERYTHING, EventFilter
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 MAX_GROUP = 2_000
 """Most records one commit takes; the rest wait for the next one."""
+CHECKPOINT_PAGES = 1_000
+"""About how many WAL pages the writer writes between two passive checkpoints."""
+PAGE_BYTES = 4_096
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -67,12 +72,12 @@ Row = tuple[int, str, str, int, str, bytes]
 log = get_logger("halo_actors.log")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Pending:
+    """One ``append_nowait``: its stamped records and their rows."""
+
     records: list[Record]
     rows: list[Row]
-    done: trio.Event = field(default_factory=trio.Event)
-    error: BaseException | None = None
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -107,16 +112,25 @@ class SqliteEventLog(LogBase):
         self.read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
-        self._failed: BaseException | None = None
-        """Why the writer thread stopped early; once set, appends fail at once."""
+        """Unbounded by design: ``append_nowait`` never blocks. Callers bound their own
+        backlog (``stamped_seq - last_seq``); the runtime waits for durability past one."""
+        self._writer_error: BaseException | None = None
+        """Why the writer thread stopped (writer side); once set, appends fail at once."""
         self._gate = threading.Lock()
         """Orders "queue an append" against "the writer failed and drained the queue"."""
         self._reader: sqlite3.Connection | None = None
         self._read_limiter = trio.CapacityLimiter(1)
         self._token = trio.lowlevel.current_trio_token()
         self._writer = threading.Thread(target=self._write_loop, name="halo-log-writer")
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_loop, name="halo-log-checkpointer"
+        )
+        self._checkpoint_due = threading.Event()
+        self._stopping = False
         self.commits = 0
         """How many transactions the writer has committed (group-commit statistics)."""
+        self.checkpoints = 0
+        """How many passive checkpoints the checkpointer has run."""
 
     @classmethod
     async def open(
@@ -139,6 +153,7 @@ class SqliteEventLog(LogBase):
         log._resume_from(last_seq, last_ts)
         if not read_only:
             log._writer.start()
+            log._checkpointer.start()
         return log
 
     def _prepare(self) -> tuple[int, int]:
@@ -153,11 +168,13 @@ class SqliteEventLog(LogBase):
         last_seq, last_ts = row.fetchone()
         return int(last_seq), int(last_ts)
 
-    async def append(self, session_id: str, *events: Event) -> list[Record]:
+    def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         if self.read_only:
             raise StoreClosed("the event log is open read-only")
         self._check_writer()
-        stamped = self._stamp(session_id, events)
+        return super().append_nowait(session_id, *events)
+
+    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
         root = root_of(session_id)
         rows: list[Row] = [
             (r.seq, session_id, root, r.ts, r.event.__struct_config__.tag, body)  # type: ignore[misc]
@@ -167,55 +184,50 @@ class SqliteEventLog(LogBase):
         with self._gate:
             self._check_writer()
             self._queue.put(pending)
-        with trio.CancelScope(shield=True):
-            await pending.done.wait()
-        if pending.error is not None:
-            raise StoreFailed(f"the event log could not commit: {pending.error!r}") from None
-        return pending.records
 
     def _check_writer(self) -> None:
-        if self._failed is not None:
-            raise StoreFailed(f"the event log's writer stopped: {self._failed!r}")
+        if self._writer_error is not None:
+            raise StoreFailed(f"the event log's writer stopped: {self._writer_error!r}")
 
     def _write_loop(self) -> None:
-        """The writer thread. Whatever stops it early, no appender is left waiting."""
+        """The writer thread. The first failure stops it (fail-stop); nobody is left waiting."""
         batch: list[_Pending] = []
         try:
             conn = _connect(self.path, self._synchronous)
+            conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's job, not a commit's
         except BaseException as exc:
-            self._writer_failed(exc, batch)
+            self._writer_failed(exc)
             return
+        pages = 0
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
-                self._commit(conn, batch)
-                self._token.run_sync_soon(self._committed, batch)
+                pages += self._commit(conn, batch)
+                self._token.run_sync_soon(self._batch_committed, batch)
                 batch = []
+                if pages >= CHECKPOINT_PAGES:
+                    pages = 0
+                    self._checkpoint_due.set()
                 if stop:
                     break
         except BaseException as exc:
-            self._writer_failed(exc, batch)
+            self._writer_failed(exc)
         finally:
             conn.close()
 
-    def _writer_failed(self, exc: BaseException, batch: list[_Pending]) -> None:
-        """Fail the batch in hand and everything queued; later appends fail at once."""
+    def _writer_failed(self, exc: BaseException) -> None:
+        """Stop for good: drop everything queued, refuse later appends, tell the trio side."""
         log.error("event_log_writer_stopped", path=str(self.path), exc_info=exc)
         with self._gate:
-            self._failed = exc
+            self._writer_error = exc
             while True:
                 try:
-                    item = self._queue.get_nowait()
+                    self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is not None:
-                    batch.append(item)
-        for pending in batch:
-            pending.error = pending.error or exc
-        if batch:
-            with contextlib.suppress(trio.RunFinishedError):  # nobody left to wake
-                self._token.run_sync_soon(self._committed, batch)
+        with contextlib.suppress(trio.RunFinishedError):  # nobody left to tell
+            self._token.run_sync_soon(self._fail_stop, exc)
 
     def _take_more(self, batch: list[_Pending]) -> bool:
         """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
@@ -231,26 +243,46 @@ class SqliteEventLog(LogBase):
             size += len(item.rows)
         return False
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[_Pending]) -> None:
-        """One transaction for the batch; any error fails the whole batch, not the writer."""
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Pending]) -> int:
+        """One transaction for the batch; returns about how many WAL pages it wrote.
+        Any error propagates: the writer stops (fail-stop)."""
         try:
             conn.execute("BEGIN IMMEDIATE")
-            for pending in batch:
-                conn.executemany(_INSERT, pending.rows)
+            conn.executemany(_INSERT, (row for pending in batch for row in pending.rows))
             conn.execute("COMMIT")
-            self.commits += 1
-        except Exception as exc:
-            for pending in batch:
-                pending.error = exc
+        except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")  # if this raises too, the writer stops (see above)
+                with contextlib.suppress(Exception):
+                    conn.execute("ROLLBACK")
+            raise
+        self.commits += 1
+        written = sum(len(row[5]) for pending in batch for row in pending.rows)
+        return 4 + 2 * written // PAGE_BYTES  # a table leaf and three index leaves at least
 
-    def _committed(self, batch: list[_Pending]) -> None:
-        """On the trio thread, in commit order: publish, then wake the appenders."""
-        for pending in batch:
-            if pending.error is None:
-                self._publish(pending.records)
-            pending.done.set()
+    def _batch_committed(self, batch: list[_Pending]) -> None:
+        """On the trio thread, in commit order."""
+        self._committed([record for pending in batch for record in pending.records])
+
+    def _checkpoint_loop(self) -> None:
+        """Passive checkpoints off the commit path: never blocks the writer or a reader.
+        A failed checkpoint is logged and retried at the next one (the WAL only grows)."""
+        conn: sqlite3.Connection | None = None
+        try:
+            while True:
+                self._checkpoint_due.wait()
+                self._checkpoint_due.clear()
+                if self._stopping:
+                    return
+                try:
+                    if conn is None:
+                        conn = _connect(self.path, self._synchronous)
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                    self.checkpoints += 1
+                except sqlite3.Error as exc:
+                    log.warning("event_log_checkpoint_failed", path=str(self.path), error=repr(exc))
+        finally:
+            if conn is not None:
+                conn.close()
 
     async def read(
         self,
@@ -273,7 +305,7 @@ class SqliteEventLog(LogBase):
         return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
 
     async def aclose(self) -> None:
-        """Flush queued appends, stop the writer, close subscriptions and connections."""
+        """Commit what is queued, stop the writer and checkpointer, close everything."""
         if self._closed:
             return
         self._close_subscriptions()
@@ -281,6 +313,9 @@ class SqliteEventLog(LogBase):
         with trio.CancelScope(shield=True):
             if self._writer.ident is not None:  # started (a read-only log has none)
                 await trio.to_thread.run_sync(self._writer.join)
+                self._stopping = True
+                self._checkpoint_due.set()
+                await trio.to_thread.run_sync(self._checkpointer.join)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
 
