@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .agent.model import (
     Model,
+    ModelContextExceeded,
     ModelEvent,
     ModelFailed,
     ModelRejected,
@@ -19,6 +20,7 @@ from .agent.model import (
     ThinkingDelta,
     ToolUse,
 )
+from .agent.providers import AnthropicModel, ModelConfigError, OpenAIModel, RetryPolicy
 from .agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from .core.conversation import Message
 from .core.errors import (
@@ -72,6 +74,7 @@ __all__ = [
     "AgentDone",
     "AgentProfile",
     "AgentStarted",
+    "AnthropicModel",
     "AssistantReplied",
     "Compacted",
     "ContextMeasured",
@@ -89,16 +92,20 @@ __all__ = [
     "Message",
     "MessageQueued",
     "Model",
+    "ModelConfigError",
+    "ModelContextExceeded",
     "ModelEvent",
     "ModelFailed",
     "ModelRejected",
     "ModelRequest",
     "ModelTimeout",
     "Notified",
+    "OpenAIModel",
     "ProfileError",
     "Profiles",
     "Record",
     "ReportSent",
+    "RetryPolicy",
     "RoundInfo",
     "RoundStarted",
     "Rule",

@@ -4,9 +4,12 @@ A model is anything with ``stream(request)`` yielding :data:`ModelEvent` items
 and ending with exactly one :class:`Stop`. Real providers and the
 :class:`~halo_actors.agent.scripted.ScriptedModel` plug in behind it.
 
-A model raises :class:`ModelTimeout` when an attempt should be retried from
-scratch (the turn loop retries and does not land the partial text), and
-:class:`ModelFailed` when the turn should end with an error.
+A model classifies its failures, the turn loop decides what follows (see
+``docs/design/models.md``): :class:`ModelTimeout` — retry this attempt from
+scratch (the partial text is not landed); :class:`ModelRejected` — the request
+was refused as malformed (repair, retry once); :class:`ModelContextExceeded` —
+the prompt is over the model's context window (compact, retry once);
+:class:`ModelFailed` — the turn ends with an error.
 """
 
 from __future__ import annotations
@@ -44,6 +47,16 @@ class ModelRequest(msgspec.Struct, frozen=True, kw_only=True):
     step: int
     """How many model calls this turn made before this one (0 for the first)."""
     purpose: Literal["turn", "compact"] = "turn"
+    """``compact``: summarise ``messages``; the model is to answer with text only, and a
+    provider puts :data:`COMPACT_INSTRUCTION` after them as the last user message."""
+
+
+COMPACT_INSTRUCTION = (
+    "Summarise the conversation above for your own later use: the task, what was done "
+    "and decided, the files and facts that matter, and what is still open. "
+    "Answer with the summary only."
+)
+"""What a compaction request asks of a model (the runtime's words, placed by a provider)."""
 
 
 class TextDelta(msgspec.Struct, frozen=True):
@@ -51,19 +64,41 @@ class TextDelta(msgspec.Struct, frozen=True):
 
 
 class ThinkingDelta(msgspec.Struct, frozen=True):
+    """Thinking text; ``signature`` (sent once, when a thinking block ends) closes the
+    block, which is kept with it in the conversation. ``redacted``: an encrypted block
+    (no text) the model's API wants back as it was."""
+
     text: str
+    signature: str = ""
+    redacted: str = ""
 
 
 class ToolUse(msgspec.Struct, frozen=True):
     id: str
     name: str
     input: dict[str, object]
+    input_error: str | None = None
+    """Set when the model's arguments were not a JSON object (``input`` is then empty):
+    the call is answered with this error instead of being run."""
 
 
 class Stop(msgspec.Struct, frozen=True):
     reason: StopReason
     input_tokens: int = 0
+    """Prompt tokens billed at the full rate (not read from or written to a cache)."""
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """The conversation's size after this response, as the model counted it."""
+        return (
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+            + self.output_tokens
+        )
 
 
 ModelEvent = TextDelta | ThinkingDelta | ToolUse | Stop
@@ -76,6 +111,11 @@ class ModelTimeout(HaloError):
 class ModelRejected(HaloError):
     """The model API refused this request as malformed (a bad conversation, not a
     transient fault); the turn repairs the whole conversation afresh and retries once."""
+
+
+class ModelContextExceeded(HaloError):
+    """The prompt is over the model's context window; the turn compacts the conversation
+    and retries once."""
 
 
 class ModelFailed(HaloError):

@@ -11,12 +11,17 @@ Invariants (each is what a cut turn leaves behind):
 - every tool call of a batch gets exactly one logged result: its own when it
   finished, else (in a ``finally``) the do-not-retry marker for a call that had
   started and the not-run result for one that had not;
-- cleanup after an abort runs shielded and time-bounded.
+- cleanup after an abort runs shielded and time-bounded;
+- no request goes out while the conversation is over the context window: the turn
+  makes room first (a compaction), and ends with an error if it cannot; a prompt the
+  model finds too long is compacted and retried once;
+- a call whose arguments the model garbled is answered with an error it can read,
+  and not run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,6 +31,7 @@ import trio
 from ..core.conversation import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
 from ..core.events import (
     AssistantReplied,
+    ContextMeasured,
     ErrorRaised,
     Event,
     Notified,
@@ -35,9 +41,10 @@ from ..core.events import (
     ToolReturned,
     UsageReported,
 )
-from ..tools.base import Tool, ToolContext, ToolSpec, call_tool
+from ..tools.base import Tool, ToolContext, ToolOutput, ToolSpec, call_tool
 from .model import (
     Model,
+    ModelContextExceeded,
     ModelFailed,
     ModelRejected,
     ModelRequest,
@@ -47,6 +54,7 @@ from .model import (
     TextDelta,
     ThinkingDelta,
     ToolUse,
+    estimate_tokens,
     open_stream,
 )
 from .repair import (
@@ -56,6 +64,9 @@ from .repair import (
     UI_INTERRUPTED,
     UI_NOT_RUN,
 )
+
+RESEND = "Call the tool again with its arguments as one JSON object."
+"""Ends the result of a call whose arguments were not a JSON object."""
 
 CLEANUP_SECONDS = 5.0
 """Upper bound for shielded cleanup after an abort."""
@@ -92,11 +103,17 @@ class TurnSetup:
     max_steps: int = 50
     model_retries: int = 2
     max_parallel_tools: int = 8
+    context_window: int = 0
+    """The model's context size in tokens (0: not enforced)."""
+    context_tokens: Callable[[], int] | None = None
+    """The conversation's size now (the last measured usage plus what was added since)."""
+    make_room: Callable[[], Awaitable[bool]] | None = None
+    """Compact the conversation (only called with no tool call open); False if it could not."""
 
 
 class _Reply(msgspec.Struct):
     text: str
-    thinking: str
+    thinking: list[ThinkingBlock]
     uses: list[ToolUse]
     stop: Stop
 
@@ -104,6 +121,9 @@ class _Reply(msgspec.Struct):
 async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
     """Run one turn; returns the stop reason (``end_turn``, ``interrupted``, ``error``, …)."""
     for step in range(setup.max_steps):
+        if not await _fits(setup):
+            await host.emit(ErrorRaised(error=_over_window(setup)))
+            return "error"
         request = ModelRequest(
             session_id=host.session_id,
             agent_id=host.agent_id,
@@ -118,7 +138,7 @@ async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
         except ModelFailed as exc:
             await host.emit(ErrorRaised(error=f"model error: {exc}"))
             return "error"
-        await _log_reply(host, reply)
+        await _log_reply(host, setup, request, reply)
         if not reply.uses:
             return reply.stop.reason
         if reply.stop.reason == "max_tokens":
@@ -131,15 +151,44 @@ async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
     return "error"
 
 
+async def _fits(setup: TurnSetup) -> bool:
+    """Under the context window, after making room if needed (before a model call, where
+    no tool call is open)."""
+    if not setup.context_window or setup.context_tokens is None:
+        return True
+    if setup.context_tokens() <= setup.context_window:
+        return True
+    if setup.make_room is not None:
+        await setup.make_room()
+    return setup.context_tokens() <= setup.context_window
+
+
+def _over_window(setup: TurnSetup) -> str:
+    size = setup.context_tokens() if setup.context_tokens is not None else 0
+    return (
+        f"the conversation ({size} tokens) is over the context window "
+        f"({setup.context_window}) and compaction could not make room"
+    )
+
+
 async def _call_model(host: TurnHost, setup: TurnSetup, request: ModelRequest) -> _Reply:
     """Timeouts are retried as they are; a request refused as malformed is retried once
-    with the whole conversation repaired afresh (the repair cache is not trusted)."""
-    repaired = False
+    with the whole conversation repaired afresh (the repair cache is not trusted); a
+    prompt over the model's context window is retried once after a compaction."""
+    repaired = compacted = False
     for attempt in range(setup.model_retries + 1):
         try:
             return await _stream_once(host, setup, request)
         except ModelTimeout as exc:
             await host.emit(Notified(text=f"model timed out ({exc}); retry {attempt + 1}"))
+        except ModelContextExceeded as exc:
+            if compacted or setup.make_room is None:
+                raise ModelFailed(f"the prompt is over the context window: {exc}") from None
+            compacted = True
+            await host.emit(Notified(text=f"the prompt is too long ({exc}); compacting"))
+            if not await setup.make_room():
+                raise ModelFailed(f"the prompt is over the context window: {exc}") from None
+            request = msgspec.structs.replace(request, messages=host.model_messages())
         except ModelRejected as exc:
             if repaired:
                 raise ModelFailed(f"refused again after a full repair: {exc}") from None
@@ -151,7 +200,7 @@ async def _call_model(host: TurnHost, setup: TurnSetup, request: ModelRequest) -
 
 async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) -> _Reply:
     text: list[str] = []
-    thinking: list[str] = []
+    thinking = _Thinking()
     uses: list[ToolUse] = []
     try:
         async with open_stream(setup.model, request) as stream:
@@ -161,12 +210,13 @@ async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) 
                         await host.emit(TextStreamed(text=delta))
                         text.append(delta)
                     case ThinkingDelta(delta):
-                        await host.emit(ThinkingStreamed(text=delta))
-                        thinking.append(delta)
+                        if delta:
+                            await host.emit(ThinkingStreamed(text=delta))
+                        thinking.add(item)
                     case ToolUse():
                         uses.append(item)
                     case Stop():
-                        return _Reply("".join(text), "".join(thinking), uses, item)
+                        return _Reply("".join(text), thinking.blocks(), uses, item)
     except trio.Cancelled:
         if text:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
@@ -176,20 +226,56 @@ async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) 
     raise ModelFailed("the model stream ended without a stop reason")
 
 
-async def _log_reply(host: TurnHost, reply: _Reply) -> None:
-    blocks: list[Block] = []
-    if reply.thinking:
-        blocks.append(ThinkingBlock(text=reply.thinking))
+class _Thinking:
+    """A response's thinking blocks: a signature (or a redacted block) closes one."""
+
+    def __init__(self) -> None:
+        self._done: list[ThinkingBlock] = []
+        self._text: list[str] = []
+
+    def add(self, delta: ThinkingDelta) -> None:
+        if delta.redacted:
+            self._done.append(ThinkingBlock(text="", redacted=delta.redacted))
+            return
+        self._text.append(delta.text)
+        if delta.signature:
+            self._done.append(ThinkingBlock(text="".join(self._text), signature=delta.signature))
+            self._text = []
+
+    def blocks(self) -> list[ThinkingBlock]:
+        rest = "".join(self._text)
+        return [*self._done, ThinkingBlock(text=rest)] if rest else list(self._done)
+
+
+async def _log_reply(
+    host: TurnHost, setup: TurnSetup, request: ModelRequest, reply: _Reply
+) -> None:
+    blocks: list[Block] = list(reply.thinking)
     if reply.text:
         blocks.append(TextBlock(text=reply.text))
     blocks.extend(ToolUseBlock(id=u.id, name=u.name, input=u.input) for u in reply.uses)
     calls = [ToolCalled(tool_name=u.name, tool_use_id=u.id, tool_input=u.input) for u in reply.uses]
+    stop = reply.stop
     usage = UsageReported(
-        input_tokens=reply.stop.input_tokens, output_tokens=reply.stop.output_tokens
+        input_tokens=stop.input_tokens,
+        output_tokens=stop.output_tokens,
+        cache_read_tokens=stop.cache_read_tokens,
+        cache_write_tokens=stop.cache_write_tokens,
     )
-    await host.emit(
-        AssistantReplied(content=tuple(blocks), stop_reason=reply.stop.reason), *calls, usage
-    )
+    replied = AssistantReplied(content=tuple(blocks), stop_reason=stop.reason)
+    await host.emit(replied, *calls, usage, _measure(setup, request, replied, stop))
+
+
+def _measure(
+    setup: TurnSetup, request: ModelRequest, replied: AssistantReplied, stop: Stop
+) -> ContextMeasured:
+    """The context after this response: the model's own count when it reported usage,
+    else the estimate of the request plus the reply."""
+    if stop.context_tokens:
+        return ContextMeasured(tokens=stop.context_tokens, max_tokens=setup.context_window)
+    reply = Message(role="assistant", content=replied.content)
+    tokens = estimate_tokens((*request.messages, reply))
+    return ContextMeasured(tokens=tokens, max_tokens=setup.context_window, estimated=True)
 
 
 async def _answer_not_run(host: TurnHost, uses: list[ToolUse]) -> None:
@@ -210,7 +296,10 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
     async def run_one(use: ToolUse) -> None:
         async with limiter:
             started.add(use.id)
-            out = await call_tool(setup.tools, setup.tool_context, use.name, use.input)
+            if use.input_error is not None:
+                out = ToolOutput(f"{use.input_error}; nothing was run. {RESEND}", True)
+            else:
+                out = await call_tool(setup.tools, setup.tool_context, use.name, use.input)
             await host.emit(
                 ToolReturned(
                     tool_name=use.name, tool_use_id=use.id, result=out.text, is_error=out.is_error

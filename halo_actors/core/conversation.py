@@ -22,6 +22,10 @@ class TextBlock(_Block, frozen=True, tag="text"):
 
 class ThinkingBlock(_Block, frozen=True, tag="thinking"):
     text: str
+    signature: str = ""
+    """The model API's proof that the text is its own (kept: some APIs need it back)."""
+    redacted: str = ""
+    """An encrypted thinking block, passed back as it came (``text`` is then empty)."""
 
 
 class ImageBlock(_Block, frozen=True, tag="image"):

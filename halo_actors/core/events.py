@@ -138,13 +138,21 @@ class AgentDone(_Event, frozen=True, tag="agent_done"):
 
 
 class UsageReported(_Event, frozen=True, tag="usage"):
+    """Tokens one model response cost (the prompt's cached part counted apart)."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class ContextMeasured(_Event, frozen=True, tag="context"):
+    """The conversation's size in tokens against the context window (``max_tokens``):
+    from the model's usage when it reports one, else the runtime's estimate."""
+
     tokens: int
     max_tokens: int
+    estimated: bool = False
 
 
 class Notified(_Event, frozen=True, tag="notification"):

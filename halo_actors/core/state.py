@@ -33,6 +33,7 @@ from .events import (
     AgentStarted,
     AssistantReplied,
     Compacted,
+    ContextMeasured,
     ErrorRaised,
     FlagsChanged,
     MailboxDiscarded,
@@ -105,6 +106,10 @@ class SessionState:
     final_reports: int = 0
     context_chars: int = 0
     """Size of ``messages`` in a model request, kept up to date by :meth:`apply`."""
+    measured_tokens: int | None = None
+    """The context size the model last reported (None: never, or not since a compaction)."""
+    measured_chars: int = 0
+    """``context_chars`` when ``measured_tokens`` was reported."""
     first_edit: int | None = field(default=None, compare=False)
     """Lowest index of ``messages`` changed in place since a reader last took it."""
     _pending_tools: dict[str, UiEntry] | None = None
@@ -166,6 +171,9 @@ class SessionState:
                 self.messages[: e.replaced] = [summary]
                 self.first_edit = 0
                 self.context_chars = sum(map(message_chars, self.messages))
+                self.measured_tokens = None
+            case ContextMeasured(estimated=False) as e:
+                self.measured_tokens, self.measured_chars = e.tokens, self.context_chars
             case ReportSent() as e if e.kind == "final":
                 self.final_reports += 1
             case SessionStopped():
@@ -232,6 +240,15 @@ class SessionState:
     def estimated_tokens(self) -> int:
         """The model-request size of the conversation, as ``estimate_tokens`` counts it."""
         return self.context_chars // CHARS_PER_TOKEN
+
+    @property
+    def context_tokens(self) -> int:
+        """The conversation's size in tokens: the model's last count plus the estimate of
+        what was added since, or the estimate alone when the model never counted."""
+        if self.measured_tokens is None:
+            return self.estimated_tokens
+        grown = max(0, self.context_chars - self.measured_chars) // CHARS_PER_TOKEN
+        return self.measured_tokens + grown
 
     def _complete_turn(self) -> None:
         self.turn_open = False

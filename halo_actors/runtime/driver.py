@@ -22,10 +22,22 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from ..agent.model import Model, ModelRequest, RoundInfo, Stop, TextDelta, open_stream
+from ..agent.model import (
+    Model,
+    ModelContextExceeded,
+    ModelFailed,
+    ModelRejected,
+    ModelRequest,
+    ModelTimeout,
+    RoundInfo,
+    Stop,
+    TextDelta,
+    open_stream,
+)
+from ..agent.repair import repair
 from ..agent.turn import TurnSetup
 from ..core.conversation import Message
-from ..core.events import Compacted, FlagsChanged, RoundStarted
+from ..core.events import Compacted, FlagsChanged, Notified, RoundStarted
 from ..tools.base import ToolContext, TreeControl
 from ..tools.files import Workspace
 from ..tools.registry import ToolRegistry
@@ -75,7 +87,7 @@ class RunDriver:
         if not actor.stopping:
             with trio.CancelScope(shield=True):
                 await self.turn_ended(actor, profile, reason)
-                over = actor.state.estimated_tokens > profile.limits.compress_at
+                over = actor.state.context_tokens > profile.limits.compress_at
                 if over or actor.compact_requested:
                     await self.compact(actor, profile)
         return reason
@@ -105,20 +117,33 @@ class RunDriver:
             system=profile.system,
             max_steps=limits.max_steps,
             max_parallel_tools=limits.max_parallel_tools,
+            context_window=limits.max_tokens,
+            context_tokens=lambda: actor.state.context_tokens,
+            make_room=lambda: self.make_room(actor, profile),
         )
 
     async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
         """The batch-boundary hook: compact if over budget; True if the turn must yield."""
-        if actor.state.estimated_tokens > profile.limits.compress_at:
+        if actor.state.context_tokens > profile.limits.compress_at:
             await self.compact(actor, profile)
         return actor.state.interrupt_requested
 
-    async def compact(self, actor: SessionActor, profile: AgentProfile) -> None:
+    async def make_room(self, actor: SessionActor, profile: AgentProfile) -> bool:
+        """A compaction inside a turn, asked for by the context window (before a model
+        call, no tool call open); False when nothing could be compacted or it failed."""
+        try:
+            return await self.compact(actor, profile)
+        except (ModelFailed, ModelTimeout, ModelRejected, ModelContextExceeded) as exc:
+            await actor.emit(Notified(text=f"compaction failed: {exc}"))
+            return False
+
+    async def compact(self, actor: SessionActor, profile: AgentProfile) -> bool:
+        """Summarise everything before the last user message; False if there was nothing."""
         messages = actor.state.messages
         starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text()]
         replaced = starts[-1] if starts else 0
         if replaced <= 0:
-            return
+            return False
         await actor.emit(FlagsChanged(is_compacting=True))
         try:
             summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
@@ -127,6 +152,7 @@ class RunDriver:
             with trio.CancelScope(shield=True):
                 await actor.emit(FlagsChanged(is_compacting=False))
         actor.compact_requested = False
+        return True
 
     async def _summarize(
         self, actor: SessionActor, profile: AgentProfile, messages: tuple[Message, ...]
@@ -135,8 +161,8 @@ class RunDriver:
             session_id=actor.session_id,
             agent_id=actor.agent_id,
             system=profile.system,
-            messages=messages,
-            tools=(),
+            messages=tuple(repair(list(messages))),
+            tools=self.tools.toolset(tuple(profile.tools)).specs,
             step=0,
             purpose="compact",
             round=RoundInfo(text="compact", kind="drained"),

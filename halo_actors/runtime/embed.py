@@ -1,9 +1,11 @@
 """``open_runtime``: the one call an embedding program needs.
 
 Opens the workspace's event log (SQLite under ``<workspace>/.halo/`` by default,
-or in memory), loads its agent profiles, recovers every session from the log
-and runs a supervisor until the block exits; then closes the log. A workspace
-directory that does not exist yet is created, with its parents.
+or in memory), loads its agent profiles, resolves each profile's model (a bad
+model spec or a missing API key stops it here, before anything runs), recovers
+every session from the log and runs a supervisor until the block exits; then
+closes the providers it made and the log. A workspace directory that does not
+exist yet is created, with its parents.
 """
 
 from __future__ import annotations
@@ -15,14 +17,13 @@ from pathlib import Path
 
 import trio
 
-from ..agent.demo_agent import DEMO_SCRIPT
 from ..agent.model import Model
-from ..agent.scripted import ScriptedModel
 from ..core.log import EventLog, MemoryEventLog, SqliteEventLog
 from ..core.log.sqlite import Synchronous
 from ..tools.base import Tool
 from ..tools.files import Workspace
 from ..tools.registry import ToolRegistry
+from .models import ProfileModels, resolve_model
 from .profiles import Profiles
 from .supervisor import Supervisor, open_supervisor
 
@@ -31,11 +32,6 @@ LOG_FILE = "events.db"
 
 def log_path(workspace: str | Path) -> Path:
     return Path(workspace) / ".halo" / LOG_FILE
-
-
-def default_model() -> ScriptedModel:
-    """The scripted demo agent, for every profile without a script of its own."""
-    return ScriptedModel({}, fallback=DEMO_SCRIPT)
 
 
 def open_workspace(path: str | Path) -> Workspace:
@@ -49,7 +45,7 @@ def open_workspace(path: str | Path) -> Workspace:
 async def open_runtime(
     workspace: str | Path,
     *,
-    model: Model | None = None,
+    model: Model | str | None = None,
     profiles: Profiles | None = None,
     tools: Iterable[Tool] = (),
     durable: bool = True,
@@ -57,7 +53,10 @@ async def open_runtime(
 ) -> AsyncIterator[Supervisor]:
     """Run the runtime of ``workspace`` until the block exits.
 
-    ``model``: every agent's model (default: the scripted demo agent). ``profiles``:
+    ``model``: every agent's model: a ``Model`` (a provider, a ScriptedModel, your
+    own), a spec such as ``"anthropic:claude-sonnet-4-5"`` (endpoint and key from the
+    environment), or None for the scripted demo agent; a profile may name its own
+    (``docs/models.md``). ``profiles``:
     the agent profiles (default: the built-in ``default`` plus the workspace's
     ``.halo/agents/*.toml``). ``tools``: custom tools (``@tool``) that profiles may
     name beside the built-ins. ``durable=False`` keeps the log in memory.
@@ -66,6 +65,9 @@ async def open_runtime(
     ws = await trio.to_thread.run_sync(open_workspace, workspace)
     if profiles is None:
         profiles = await trio.to_thread.run_sync(Profiles.load, ws.root, registry)
+    own = isinstance(model, str)
+    default = resolve_model(model)
+    models = ProfileModels(default, profiles)
     event_log: EventLog
     if durable:
         event_log = await SqliteEventLog.open(log_path(ws.root), synchronous=synchronous)
@@ -74,11 +76,15 @@ async def open_runtime(
     try:
         async with open_supervisor(
             event_log,
-            model or default_model(),
+            models,
             workspace=ws,
             profiles=profiles,
             tools=registry,
         ) as supervisor:
             yield supervisor
     finally:
+        with trio.CancelScope(shield=True):
+            await models.aclose()
+            if own and hasattr(default, "aclose"):
+                await default.aclose()
         await event_log.aclose()

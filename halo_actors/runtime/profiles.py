@@ -14,6 +14,7 @@ from typing import Annotated
 
 import msgspec
 
+from ..agent.providers.options import ModelConfigError, ModelOptions, check_options, parse_spec
 from ..core.errors import ProfileError
 from ..core.ids import is_safe_segment
 from ..tools.registry import BUILTINS, ToolRegistry
@@ -62,12 +63,26 @@ class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     name: str
     description: str = ""
     system: str = "You are a helpful agent running inside halo_actors."
-    model: str = "scripted"
-    """``scripted``: the runtime's ScriptedModel plays this agent's script."""
+    model: str = ""
+    """``""``: the runtime's model; ``scripted``: a ScriptedModel; or a provider spec
+    such as ``anthropic:claude-sonnet-4-5`` (see ``docs/models.md``)."""
+    max_tokens: Positive | None = None
+    """Output tokens one model response may have (the context window is ``limits.max_tokens``)."""
+    temperature: Annotated[float, msgspec.Meta(ge=0, le=2)] | None = None
+    thinking_budget: Positive | None = None
+    """Tokens of extended thinking per response (models that think)."""
     tools: tuple[str, ...] = DEFAULT_TOOLS
     team: tuple[str, ...] = ("default",)
     """Agent profiles this agent may start as sub-sessions."""
     limits: Limits = Limits()
+
+    def model_options(self) -> ModelOptions:
+        """What this profile asks of each model response."""
+        return ModelOptions(
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            thinking_budget=self.thinking_budget,
+        )
 
 
 DEFAULT_PROFILE = AgentProfile(name="default", description="The built-in demo agent.")
@@ -129,10 +144,29 @@ def load_profile(path: Path, tools: ToolRegistry = BUILTINS) -> AgentProfile:
         raise ProfileError(f"{path.name}: {exc}") from None
     if profile.name != name:
         raise ProfileError(f"{path.name}: `name` must match the file name ({name!r})")
+    problem = model_problem(profile)
+    if problem:
+        raise ProfileError(f"{path.name}: {problem}")
     unknown = tools.unknown(profile.tools)
     if unknown is not None:
         raise ProfileError(f"{path.name}: `tools` names {tools.describe_unknown(unknown)}")
     return profile
+
+
+def model_problem(profile: AgentProfile) -> str | None:
+    """What is wrong with the profile's model settings and context limits, or None."""
+    try:
+        spec = parse_spec(profile.model) if profile.model else None
+    except ModelConfigError as exc:
+        return f"`model`: {exc}"
+    limits = profile.limits
+    if limits.compress_at >= limits.max_tokens:
+        return (
+            f"`limits.compress_at` ({limits.compress_at}) must be below the context window "
+            f"`limits.max_tokens` ({limits.max_tokens})"
+        )
+    problems = check_options(spec, profile.model_options(), limits.max_tokens)
+    return "; ".join(problems) if problems else None
 
 
 _KEY = re.compile(r"\s*([A-Za-z0-9_-]+)\s*=")

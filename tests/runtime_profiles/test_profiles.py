@@ -64,7 +64,7 @@ def test_builtin_default_profile_exists_with_every_default() -> None:
     assert default is DEFAULT_PROFILE
     assert default.tools == DEFAULT_TOOLS
     assert default.team == ("default",)
-    assert default.model == "scripted"
+    assert default.model == ""  # the runtime's own model
     assert default.limits == Limits()
     assert profiles.get("nobody") is None
 

@@ -55,8 +55,10 @@ class FrontSettings:
     it, would live forever, and shutdown would wait for it."""
     subscriber_buffer: int = DEFAULT_SUBSCRIBER_BUFFER
     """Records one stream's listener may hold before it overflows (and closes)."""
-    model: Model | None = None
-    """The model every runtime uses; None: the scripted demo agent."""
+    model: Model | str | None = None
+    """The model every runtime uses: a ``Model``, a spec (``"anthropic:<model>"``,
+    ``"openai:<model>"``; endpoint and key from the environment), or None for the
+    scripted demo agent. Profiles may name models of their own."""
     token_reload: float = 1.0
 
 

@@ -16,6 +16,12 @@ from ...core.errors import InvalidInput
 from .tokens import ACCESS_LEVELS, HOME_ENV, TokenStore
 
 STATE_HELP = f"directory of the token file (default: ${HOME_ENV}, else ~/.halo_actors)"
+MODEL_ENV = "HALO_MODEL"
+MODEL_HELP = (
+    "the agents' model: anthropic:<model> or openai:<model> (endpoint and key from "
+    "ANTHROPIC_BASE_URL/ANTHROPIC_API_KEY or OPENAI_BASE_URL/OPENAI_API_KEY); "
+    f"default: ${MODEL_ENV}, else the scripted demo agent"
+)
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +33,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     serve.add_argument("--state", help=STATE_HELP)
     serve.add_argument("--keepalive", type=float, default=15.0, help="SSE keepalive seconds")
+    serve.add_argument("--model", metavar="SPEC", help=MODEL_HELP)
 
     token = commands.add_parser("token", help="create, list or revoke access tokens")
     actions = token.add_subparsers(dest="token_command", required=True)
@@ -98,12 +105,21 @@ def _revoke(store: TokenStore, token_or_id: str) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import os
+
     import trio
 
+    from ...runtime.models import resolve_model
     from .app import FrontSettings
     from .server import serve_until_signalled
 
-    settings = FrontSettings(tokens=TokenStore(args.state), keepalive=args.keepalive)
+    spec = args.model or os.environ.get(MODEL_ENV) or None
+    try:
+        model = resolve_model(spec) if spec else None
+    except InvalidInput as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    settings = FrontSettings(tokens=TokenStore(args.state), keepalive=args.keepalive, model=model)
     if not settings.tokens.load():
         print(
             "warning: no tokens yet; create one with "
@@ -111,9 +127,19 @@ def _serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     workspaces = tuple(args.workspace)
-    trio.run(
-        lambda: serve_until_signalled(
-            settings, host=args.host, port=args.port, workspaces=workspaces
-        )
-    )
+
+    async def main() -> None:
+        try:
+            await serve_until_signalled(
+                settings, host=args.host, port=args.port, workspaces=workspaces
+            )
+        finally:
+            aclose = getattr(model, "aclose", None)
+            if aclose is not None:
+                with trio.CancelScope(shield=True):
+                    await aclose()
+
+    if spec:
+        print(f"model: {spec}", file=sys.stderr)
+    trio.run(main)
     return 0

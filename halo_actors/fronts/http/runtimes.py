@@ -29,7 +29,7 @@ log = get_logger("halo_actors.http")
 
 
 class Runtimes:
-    def __init__(self, nursery: trio.Nursery, *, model: Model | None = None) -> None:
+    def __init__(self, nursery: trio.Nursery, *, model: Model | str | None = None) -> None:
         self._nursery = nursery
         self._model = model
         self._open: dict[str, Supervisor] = {}
