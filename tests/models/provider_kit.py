@@ -19,7 +19,8 @@ from wire_server import Checker, Reply, Seen, WireServer
 from halo_actors.agent.model import ModelEvent, ModelRequest, RoundInfo
 from halo_actors.agent.providers import AnthropicModel, OpenAIModel, Provider, RetryPolicy
 from halo_actors.agent.providers.options import ModelOptions
-from halo_actors.core.conversation import Message, user_text
+from halo_actors.core.conversation import Message, TextBlock, user_text
+from halo_actors.core.events import AssistantReplied
 from halo_actors.tools.base import ToolSpec
 
 SECRET = "sk-test-0123456789-SECRET-KEY"
@@ -110,3 +111,7 @@ def request(*messages: Message, purpose: str = "turn") -> ModelRequest:
 async def collect(model: Provider, req: ModelRequest | None = None) -> list[ModelEvent]:
     with trio.fail_after(BUDGET):
         return [event async for event in model.stream(req or request())]
+
+
+def reply_text(event: AssistantReplied) -> str:
+    return "".join(b.text for b in event.content if isinstance(b, TextBlock))

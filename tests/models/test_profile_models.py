@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from provider_kit import BUDGET, OPENAI, serving
+from provider_kit import BUDGET, OPENAI, reply_text, serving
 from wire_formats import Turn
 
 from halo_actors import ScriptedModel, Step, open_runtime
@@ -93,10 +93,8 @@ async def test_each_profile_runs_on_its_own_model(tmp_path: Path) -> None:
                     await sup.wait_all_idle()
                     records = await sup.log.read(EventFilter())
     said = {
-        r.session_id: r.event.content[-1].text
-        for r in records
-        if isinstance(r.event, AssistantReplied)
-    }  # type: ignore[union-attr]
+        r.session_id: reply_text(r.event) for r in records if isinstance(r.event, AssistantReplied)
+    }
     assert said == {coder: "from the server", plain: "scripted"}
     assert server.bodies[0]["model"] == "qwen2.5-coder" and server.bodies[0]["max_tokens"] == 300
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
-from provider_kit import ANTHROPIC, BUDGET, SECRET, Wire, serving
+from provider_kit import ANTHROPIC, BUDGET, SECRET, Wire, reply_text, serving
 from wire_formats import Call, Turn
 from wire_server import Reply, Seen, WireServer
 
@@ -100,7 +100,7 @@ async def test_a_tool_using_turn_runs_through_the_runtime(tmp_path: Path, wire: 
     assert len(server.requests) == 2
     assert [r.splitlines()[0] for r in results_in(server.requests[1])] == ["from-shell"]
     replies = [e for e in events if isinstance(e, AssistantReplied)]
-    assert replies[-1].content[-1].text == "The command said: from-shell"  # type: ignore[union-attr]
+    assert reply_text(replies[-1]) == "The command said: from-shell"
     assert any(isinstance(e, ToolReturned) and e.result.startswith("from-shell\n") for e in events)
     if wire is ANTHROPIC:
         sent = server.bodies[1]["messages"][1]["content"][0]  # type: ignore[index]
@@ -189,7 +189,7 @@ async def test_a_prompt_too_long_is_compacted_then_retried_once(tmp_path: Path, 
             await sup.wait_idle(sid)
         events = await events_of(sup, sid)
     assert is_compaction(server.requests[2]) and not is_compaction(server.requests[3])
-    texts = [e.content[-1].text for e in events if isinstance(e, AssistantReplied)]  # type: ignore[union-attr]
+    texts = [reply_text(e) for e in events if isinstance(e, AssistantReplied)]
     assert texts == ["first answer", "second answer"]
     assert len([e for e in events if isinstance(e, Compacted)]) == 2
     errors = [e.error for e in events if isinstance(e, ErrorRaised)]
@@ -212,7 +212,7 @@ async def test_a_failed_attempts_partial_text_never_lands(tmp_path: Path, wire: 
             await sup.wait_idle(sid)
         events = await events_of(sup, sid)
     replies = [e for e in events if isinstance(e, AssistantReplied)]
-    assert [r.content[-1].text for r in replies] == ["whole reply"]  # type: ignore[union-attr]
+    assert [reply_text(r) for r in replies] == ["whole reply"]
     assert any(isinstance(e, Notified) and "timed out" in e.text for e in events)
 
 
@@ -229,7 +229,7 @@ async def test_a_rejected_request_is_repaired_and_retried_once(tmp_path: Path, w
             await sup.wait_idle(sid)
         events = await events_of(sup, sid)
     assert any(isinstance(e, Notified) and "repairing" in e.text for e in events)
-    assert [e.content[-1].text for e in events if isinstance(e, AssistantReplied)] == ["fine"]  # type: ignore[union-attr]
+    assert [reply_text(e) for e in events if isinstance(e, AssistantReplied)] == ["fine"]
 
 
 async def test_real_usage_drives_compaction(tmp_path: Path, wire: Wire) -> None:
