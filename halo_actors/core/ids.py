@@ -7,6 +7,8 @@ The root segment carries the creating front's namespace (``web_<account>_…``,
 Invariants:
 - every id accepted by :func:`check_session_id` is made only of safe segments,
   so it is safe in file names and SQL;
+- a tree is at most ``MAX_DEPTH`` levels deep (a root and ``MAX_DEPTH - 1`` levels
+  below it): a longer id is unsafe, and :func:`child_id` refuses to make one;
 - ``parent_of(child_id(p, s)) == p`` and ``root_of`` is stable along a tree.
 """
 
@@ -21,6 +23,7 @@ from .errors import UnsafeSessionId
 SEPARATOR = ">"
 MAX_SEGMENT_LENGTH = 128
 MAX_DEPTH = 32
+"""Most segments an id may have: the cap on a tree's depth."""
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
 _SEGMENT = rf"(?!\.\.?(?:{SEPARATOR}|\Z))[A-Za-z0-9_.-]{{1,{MAX_SEGMENT_LENGTH}}}"
 _SAFE_ID = re.compile(rf"{_SEGMENT}(?:{SEPARATOR}{_SEGMENT}){{0,{MAX_DEPTH - 1}}}")
@@ -90,7 +93,9 @@ def is_in_subtree(session_id: str, subtree_root: str) -> bool:
 
 
 def child_id(parent: str, segment: str) -> str:
-    """The id of ``parent``'s child named ``segment`` (checked safe)."""
+    """The id of ``parent``'s child named ``segment`` (checked safe, and within the depth cap)."""
+    if depth(parent) + 2 > MAX_DEPTH:
+        raise UnsafeSessionId(f"session tree too deep: at most {MAX_DEPTH} levels")
     return parent + SEPARATOR + check_segment(segment)
 
 

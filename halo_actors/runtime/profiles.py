@@ -2,7 +2,9 @@
 
 Profiles load from ``<workspace>/.halo/agents/<name>.toml`` (see
 ``docs/design/profiles.md``); the built-in ``default`` exists unless a file
-overrides it. A broken file raises ``ProfileError`` naming the file and field.
+overrides it. A broken file raises ``ProfileError`` naming the file and field; when a
+whole workspace loads, a broken file breaks only its own profile (:meth:`Profiles.problem`
+says why), so the other profiles' sessions go on working.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ import msgspec
 from ..agent.providers.options import ModelConfigError, ModelOptions, check_options, parse_spec
 from ..core.errors import ProfileError
 from ..core.ids import is_safe_segment
+from ..core.logger import get_logger
 from ..tools.registry import BUILTINS, ToolRegistry
+
+log = get_logger("halo_actors.profiles")
 
 DEFAULT_TOOLS = (
     "shell_exec",
@@ -93,15 +98,28 @@ class Profiles:
 
     def __init__(self, profiles: dict[str, AgentProfile] | None = None) -> None:
         self._by_name = {"default": DEFAULT_PROFILE, **(profiles or {})}
+        self._broken: dict[str, ProfileError] = {}
+        """Profiles whose file is broken, and why; never in ``_by_name`` at once."""
 
     def get(self, name: str) -> AgentProfile | None:
+        """The profile, or None when unknown or broken (see :meth:`problem`)."""
         return self._by_name.get(name)
+
+    def problem(self, name: str) -> ProfileError | None:
+        """Why the profile ``name`` is unusable, if its file is broken."""
+        return self._broken.get(name)
 
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
     def add(self, profile: AgentProfile) -> None:
         self._by_name[profile.name] = profile
+        self._broken.pop(profile.name, None)
+
+    def mark_broken(self, name: str, error: ProfileError) -> None:
+        """``name`` has a broken file: it is unusable (also a built-in it would override)."""
+        self._by_name.pop(name, None)
+        self._broken[name] = error
 
     def check_tools(self, tools: ToolRegistry) -> None:
         """Every profile names only tools of ``tools``; else ``ProfileError`` naming it."""
@@ -115,11 +133,16 @@ class Profiles:
     @classmethod
     def load(cls, workspace: Path, tools: ToolRegistry = BUILTINS) -> Profiles:
         """Built-ins plus every ``.halo/agents/*.toml`` of the workspace; their ``tools``
-        may name the built-ins and the custom tools of ``tools``."""
+        may name the built-ins and the custom tools of ``tools``. A broken file marks its
+        profile broken (and is logged) instead of failing the whole load."""
         profiles = cls()
         folder = workspace / ".halo" / "agents"
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else []:
-            profiles.add(load_profile(path, tools))
+            try:
+                profiles.add(load_profile(path, tools))
+            except ProfileError as exc:
+                log.warning("profile_broken", file=path.name, error=str(exc))
+                profiles.mark_broken(path.stem, exc)
         return profiles
 
 

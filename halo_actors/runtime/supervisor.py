@@ -31,7 +31,7 @@ from ..agent.model import (
     Model,
 )
 from ..core import ids
-from ..core.errors import InvalidInput, SessionNotFound, SessionUnavailable
+from ..core.errors import InvalidInput, ProfileError, SessionNotFound, SessionUnavailable
 from ..core.events import (
     ReportSent,
     SessionCreated,
@@ -159,8 +159,9 @@ class Supervisor:
     ) -> str:
         """Create a session (a root unless ``parent_id``); an existing id is returned as is.
 
-        A session under a parent that is being stopped, or is archived, is refused: a
-        cascade fixes its members when it starts, and a child born during it would
+        A child-shaped id whose parent does not exist is refused (it would be an orphan
+        no tree operation reaches). A session under a parent that is being stopped, or
+        is archived, is refused: a cascade fixes its members when it starts, and a child born during it would
         escape. Registering and logging the creation happen together (the append is
         shielded; a failed one unregisters), so no session exists without its record.
         """
@@ -170,6 +171,8 @@ class Supervisor:
         self._profile(agent_id)
         above = ids.parent_of(sid)
         parent = self._actors.get(above) if above is not None else None
+        if above is not None and parent is None:
+            raise InvalidInput(f"cannot create {sid}: its parent {above} does not exist")
         if parent is not None and parent.stopping:
             raise SessionUnavailable(f"session {above} is being stopped")
         if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
@@ -219,6 +222,9 @@ class Supervisor:
     def _profile(self, agent_id: str) -> AgentProfile:
         profile = self.profiles.get(agent_id)
         if profile is None:
+            broken = self.profiles.problem(agent_id)
+            if broken is not None:
+                raise ProfileError(f"agent profile {agent_id!r} is broken: {broken}")
             raise InvalidInput(
                 f"unknown agent profile {agent_id!r}; known: {', '.join(self.profiles.names())}"
             )
@@ -239,6 +245,8 @@ class Supervisor:
         actor = self.actor(target)
         if actor.state.lifecycle in ("archived", "deleted"):
             raise SessionUnavailable(f"session {target} is {actor.state.lifecycle}")
+        if source is None:  # a person's message to a session that cannot run is refused
+            self._profile(actor.agent_id)
         if await actor.deliver(text, images, source, mode):
             self._start_run(actor)
             return "started"
@@ -308,15 +316,18 @@ class Supervisor:
         """Supervise one run: a crash is logged and closes the turn, never the runtime.
         A crashed run still reports up: its parent may be waiting for it."""
         finished = False
+        why = "the runtime stopped this run"
         try:
             await self.driver.drive(actor, self._profile(actor.agent_id), compact_first)
             finished = True
+        except ProfileError as exc:  # its profile file broke: the run's error frame says so
+            why = str(exc)
         except Exception:
             log.exception("run_crashed", session_id=actor.session_id)
         finally:
             if not finished:  # crashed, or cancelled by a shutdown
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + 5):
-                    await actor.close_run("the runtime stopped this run")
+                    await actor.close_run(why)
             self._count_run(actor.session_id, -1)
             self._notify()
         if not actor.stopping:

@@ -8,10 +8,13 @@ workspace-relative string and passes one gate before anything touches the disk:
 2. **Realpath re-check.** Symlinks are resolved; the result must still be inside the
    root. A symlink (file or directory, anywhere in the path) leading outside is refused,
    even when it dangles.
-3. **Runtime state hidden.** Nothing under ``<root>/.halo/`` (the event-log database and
-   its ``-wal``/``-shm`` files live there) is reachable, judged on the lexical path and on
-   the realpath, so a symlink into ``.halo`` is refused too. Listings, glob and grep only
-   show what the gate would let through, so they never show ``.halo``.
+3. **Runtime state hidden.** Nothing under a ``.halo`` directory at any depth (the
+   workspace's own, or a nested workspace's: the event-log database and its
+   ``-wal``/``-shm`` files live there), no event-log file by name (``events.db*``)
+   wherever it is, and nothing under the ``hidden`` directories the owner names (the
+   HTTP front's token state directory) is reachable, judged on the lexical path and on
+   the realpath, so a symlink into any of them is refused too. Listings, glob and grep
+   only show what the gate would let through, so they never show ``.halo``.
 
 The operation then works on the checked realpath, never on the caller's string
 (``link/../x`` means ``x``); writes open with ``O_NOFOLLOW``, and nothing blocks on a
@@ -66,7 +69,9 @@ __all__ = [
     "Workspace",
 ]
 
-HALO_DIR = ".halo"  # runtime state under the workspace root; never reachable
+HALO_DIR = ".halo"  # runtime state under a workspace root; never reachable, at any depth
+EVENT_LOG_NAMES = re.compile(r"events\.db(?:-wal|-shm|-journal)?")
+"""Event-log database files (SQLite and its side files): hidden wherever they lie."""
 
 _HIDDEN = "path is not accessible"
 
@@ -121,13 +126,23 @@ class _Target:
 class Workspace:
     """One workspace directory and the rules for touching files under it."""
 
-    def __init__(self, root: str | os.PathLike[str], limits: FileLimits | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        limits: FileLimits | None = None,
+        *,
+        hidden: tuple[str | os.PathLike[str], ...] = (),
+    ) -> None:
         real = os.path.realpath(os.fspath(root))
         if not os.path.isdir(real):
             raise InvalidInput("workspace root is not a directory")
         self.root = Path(real)  # realpath'd once; every check compares against it
         self.limits = limits if limits is not None else FileLimits()
         self._root = real
+        below = (os.path.realpath(os.fspath(h)) for h in hidden)
+        self._hidden = tuple(h for h in below if h != real and _within(h, real))
+        """Files and directories never reachable (realpaths strictly inside the root; the
+        others are out of reach anyway), e.g. the token state directory and token file."""
 
     def resolve(self, rel: str, *, must_exist: bool = True) -> Path:
         """Return the realpath of ``rel`` after the lexical and realpath checks."""
@@ -164,9 +179,13 @@ class Workspace:
         return _Target(lexical, real, os.path.relpath(lexical, self._root))
 
     def _is_runtime_state(self, path: str) -> bool:
-        halo = os.path.join(self._root, HALO_DIR)
-        if _within(path, halo):
+        """``path`` (inside the root) is, or is under, state no caller may touch."""
+        parts = os.path.relpath(path, self._root).split(os.sep)
+        if HALO_DIR in parts or EVENT_LOG_NAMES.fullmatch(parts[-1]):
             return True
+        if any(_within(path, hidden) for hidden in self._hidden):
+            return True
+        halo = os.path.join(self._root, HALO_DIR)
         halo_real = os.path.realpath(halo)  # .halo may itself be a symlink within the root
         return halo_real != halo and _within(halo_real, self._root) and _within(path, halo_real)
 

@@ -46,11 +46,21 @@ async def test_the_adapter_keeps_nothing_on_disk(rig: Rig) -> None:
     assert list(home.iterdir()) == [] and list(cwd.iterdir()) == []
 
 
-async def test_authenticate_is_a_no_op(rig: Rig) -> None:
+async def test_authenticate_with_a_method_the_agent_did_not_advertise_is_refused(
+    rig: Rig,
+) -> None:
+    """ACP: ``authenticate`` with a method id the agent did not advertise → JSON-RPC error."""
     with trio.fail_after(10):
         async with rig.adapter() as agent:
-            assert await agent.result("authenticate", {"methodId": "anything"}) == {}
-    assert rig.proxy.seen == []  # nothing went to the server
+            init = await agent.result("initialize", {"protocolVersion": 1})
+            advertised = at(init, "authMethods")
+            assert advertised == []
+            for params in ({"methodId": "anything"}, {}, {"methodId": 7}):
+                answer = await agent.request("authenticate", params)
+                assert at(answer, "error", "code") == -32602, answer
+                assert "unknown authentication method" in text_at(answer, "error", "message")
+            assert rig.proxy.seen == []  # nothing went to the server
+            await agent.result("session/list", {})  # the connection stays usable
 
 
 async def test_unknown_requests_get_32601_and_unknown_notifications_are_ignored(rig: Rig) -> None:

@@ -248,6 +248,14 @@ def test_session_depth_is_bounded() -> None:
         check_session_id(join(["s"] * (MAX_DEPTH + 1)))
 
 
+def test_a_child_past_the_depth_cap_is_refused_with_a_clear_error() -> None:
+    """The id depth is capped: ``child_id`` never makes an id deeper than ``MAX_DEPTH``."""
+    deepest = join(["s"] * MAX_DEPTH)
+    assert child_id(join(["s"] * (MAX_DEPTH - 1)), "s") == deepest
+    with pytest.raises(UnsafeSessionId, match=f"too deep: at most {MAX_DEPTH} levels"):
+        child_id(deepest, "s")
+
+
 @pytest.mark.parametrize("value", [None, 42, 1.5, b"root", ["root"], ("root",), {"id": "root"}])
 def test_check_session_id_refuses_non_strings(value: object) -> None:
     with pytest.raises(UnsafeSessionId):

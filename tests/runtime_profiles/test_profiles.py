@@ -184,9 +184,10 @@ def test_broken_profile_names_the_file_and_the_field(
     path = write_agent(tmp_path, file_name, text)
     with pytest.raises(ProfileError) as direct:
         load_profile(path)
-    with pytest.raises(ProfileError) as loaded:
-        Profiles.load(tmp_path)
-    assert str(loaded.value) == str(direct.value)
+    profiles = Profiles.load(tmp_path)  # a broken file breaks only its own profile
+    name = Path(file_name).stem
+    assert profiles.get(name) is None
+    assert str(profiles.problem(name)) == str(direct.value)
     if message.endswith(": "):
         assert str(direct.value).startswith(message)
         assert "(at line " in str(direct.value)
@@ -196,21 +197,24 @@ def test_broken_profile_names_the_file_and_the_field(
 
 def test_unknown_tool_is_refused_when_the_file_loads(tmp_path: Path) -> None:
     write_agent(tmp_path, "writer.toml", 'tools = ["file_read", "teleport"]\n')
-    with pytest.raises(ProfileError, match=r"^writer\.toml: `tools` names unknown tool 'teleport'"):
-        Profiles.load(tmp_path)
+    problem = Profiles.load(tmp_path).problem("writer")
+    assert problem is not None
+    assert str(problem).startswith("writer.toml: `tools` names unknown tool 'teleport'")
 
 
 def test_unreadable_profile_names_the_file(tmp_path: Path) -> None:
     write_agent(tmp_path, "latin.toml", "system = 'caf\xe9'\n".encode("latin-1"))
-    with pytest.raises(ProfileError, match=r"^latin\.toml: cannot read the profile: "):
-        Profiles.load(tmp_path)
+    assert str(Profiles.load(tmp_path).problem("latin")).startswith(
+        "latin.toml: cannot read the profile: "
+    )
 
 
 def test_unsafe_file_name_is_refused(tmp_path: Path) -> None:
     write_agent(tmp_path, "my agent.toml", "")
     with pytest.raises(ProfileError) as info:
-        Profiles.load(tmp_path)
+        load_profile(tmp_path / ".halo" / "agents" / "my agent.toml")
     assert str(info.value) == "my agent.toml: the file name is not a safe agent name"
+    assert Profiles.load(tmp_path).names() == ["default"]
 
 
 # --- open_runtime ----------------------------------------------------------------------------
@@ -226,11 +230,18 @@ async def test_open_runtime_loads_the_workspace_profiles(tmp_path: Path) -> None
             assert sup.state(session).agent_id == "researcher"
 
 
-async def test_open_runtime_refuses_a_workspace_with_a_broken_profile(tmp_path: Path) -> None:
+async def test_a_broken_profile_fails_only_sessions_of_that_profile(tmp_path: Path) -> None:
+    """One broken profile file fails only sessions of that profile, with a clear error."""
     write_agent(tmp_path, "writer.toml", "colour = 'blue'\n")
-    with trio.fail_after(BUDGET), pytest.raises(ProfileError, match=r"^writer\.toml: "):
-        async with open_runtime(tmp_path, durable=False):
-            pytest.fail("the runtime opened")  # pragma: no cover
+    write_agent(tmp_path, "researcher.toml", RESEARCHER)
+    with trio.fail_after(BUDGET):
+        async with open_runtime(tmp_path, durable=False) as sup:
+            assert sup.profiles.names() == ["default", "researcher"]
+            await sup.create_session(namespace="cli", agent_id="researcher")
+            with pytest.raises(
+                ProfileError, match=r"^agent profile 'writer' is broken: writer\.toml: "
+            ):
+                await sup.create_session(namespace="cli", agent_id="writer")
 
 
 async def test_open_runtime_uses_given_profiles_instead_of_the_files(tmp_path: Path) -> None:

@@ -17,6 +17,10 @@ Invariants:
   its own connection after about every ``CHECKPOINT_PAGES`` pages written;
 - after a crash the file reopens as of its last commit and numbering resumes
   after the largest stored seq;
+- the database is created ``0600`` (tightened when it exists) in a directory created
+  ``0700`` (an existing ``.halo`` directory is tightened too, any other is left as it
+  is: it may be shared); SQLite gives its ``-wal``/``-shm`` files the database's mode,
+  so no other account on the machine can read the conversation;
 - a log opened with ``read_only=True`` has no writer thread and never writes to
   the file (not even the schema): it serves reads and catch-up of what is stored,
   and refuses appends with ``StoreClosed``. Inspection tools and tests open a live
@@ -26,6 +30,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -88,6 +93,17 @@ def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
     return conn
 
 
+def _make_private(db: Path) -> None:
+    """Create the directory ``0700`` and the database file ``0600`` (see the module doc)."""
+    db.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if db.parent.name == ".halo":
+        os.chmod(db.parent, 0o700)
+    os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
+    for side in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))):
+        with contextlib.suppress(FileNotFoundError):
+            os.chmod(side, 0o600)
+
+
 def _connect_read_only(path: Path) -> sqlite3.Connection:
     """A connection that cannot write (``mode=ro``); the file must exist."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
@@ -147,7 +163,7 @@ class SqliteEventLog(LogBase):
         """
         db = Path(path)
         if not read_only:
-            db.parent.mkdir(parents=True, exist_ok=True)
+            await trio.to_thread.run_sync(_make_private, db)
         log = cls(db, synchronous=synchronous, max_event_bytes=max_event_bytes, read_only=read_only)
         last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
         log._resume_from(last_seq, last_ts)

@@ -26,6 +26,8 @@ from .prompt import compose_prompt
 from .turn import BACKOFF, PromptTurn
 from .updates import Update, replay_updates
 
+AUTH_METHODS: tuple[str, ...] = ()
+"""The ``authMethods`` ids ``initialize`` advertises (none: the token is on the command line)."""
 log = get_logger("halo_actors.acp")
 PROTOCOL_VERSION = 1
 AGENT_INFO = {"name": "halo_actors", "title": "halo_actors", "version": __version__}
@@ -84,11 +86,21 @@ class Adapter:
                 "sessionCapabilities": {"list": {}},
                 "promptCapabilities": {"image": True, "audio": False, "embeddedContext": True},
             },
-            "authMethods": [],
+            "authMethods": list(AUTH_METHODS),
             "agentInfo": AGENT_INFO,
         }
 
     async def authenticate(self, params: Params) -> object:
+        """Only an advertised method is accepted; there are none (the token comes with
+        the command line), so every ``methodId`` is refused with -32602."""
+        method = params.get("methodId")
+        if method not in AUTH_METHODS:
+            shown = repr(method)[:80]
+            raise RpcError(
+                INVALID_PARAMS,
+                f"unknown authentication method {shown}: this agent advertises none "
+                "(the token comes with the command line)",
+            )
         return {}
 
     async def new_session(self, params: Params) -> object:

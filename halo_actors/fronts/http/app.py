@@ -2,7 +2,7 @@
 
 ``build_app(front)`` mounts every route of ``docs/http.md`` plus ``/api/openapi.json``,
 CORS (any origin, the ``x-token``/``x-workspace``/``x-session-id``/``last-event-id``
-headers allowed) and the error handlers: ``ApiError`` and ``HaloError`` through the
+headers allowed; a refused preflight is JSON too) and the error handlers: ``ApiError`` and ``HaloError`` through the
 one table in ``errors``, Starlette's own 404/405 as JSON, anything else as
 ``500 {"error": "internal error"}`` (logged with its traceback on stderr, never
 sent).
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import trio
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
@@ -79,6 +80,12 @@ class Front:
     def __post_init__(self) -> None:
         self.tokens = TokenCache(self.settings.tokens, reload_every=self.settings.token_reload)
 
+    @property
+    def hidden_state(self) -> tuple[str, ...]:
+        """Never served, for any level: the token state directory and the token file."""
+        store = self.settings.tokens
+        return (str(store.state_dir), str(store.path))
+
     async def caller(self, request: Request) -> Caller:
         return await authenticate(self.tokens, request.headers, request.query_params)
 
@@ -92,6 +99,20 @@ class Front:
 
     def stream_closed(self) -> None:
         self.open_streams -= 1
+
+
+class _Cors(CORSMiddleware):
+    """Starlette's CORS, whose refused preflight (plain text) is answered as JSON."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        answer = super().preflight_response(request_headers)
+        if answer.status_code < 400:
+            return answer
+        kept = {
+            k: v for k, v in answer.headers.items() if k not in ("content-length", "content-type")
+        }
+        message = bytes(answer.body).decode("utf-8", "replace").lower()
+        return JSONResponse({"error": message}, status_code=answer.status_code, headers=kept)
 
 
 def front_of(request: Request) -> Front:
@@ -129,7 +150,7 @@ def build_app(front: Front) -> Starlette:
         routes=routes,
         middleware=[
             Middleware(
-                CORSMiddleware,
+                _Cors,
                 allow_origins=["*"],
                 allow_methods=["GET", "POST", "OPTIONS"],
                 allow_headers=list(EXPOSED_HEADERS),

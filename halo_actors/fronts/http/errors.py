@@ -2,8 +2,8 @@
 
 Every error answer is ``{"error": "<message>"}`` with a 4xx/5xx status. Messages
 come from our own exceptions (which name workspace-relative paths and ids only);
-an unexpected exception is answered ``500 {"error": "internal error"}`` and logged,
-never echoed. :class:`ApiError` carries a front-specific status and message (401
+a 500, whatever raised it, is answered ``{"error": "internal error"}`` and logged,
+never echoed (a broken agent profile is the caller's 400, naming the file). :class:`ApiError` carries a front-specific status and message (401
 bad token, 403 ownership, 400 bad body, …); runtime errors map through
 :data:`STATUS_TABLE`, first match wins (subclasses before their bases).
 """
@@ -21,7 +21,6 @@ from ...core.errors import (
     HaloError,
     InvalidInput,
     PathNotAccessible,
-    ProfileError,
     SessionNotFound,
     SessionUnavailable,
     StoreClosed,
@@ -29,7 +28,10 @@ from ...core.errors import (
     SubscriptionClosed,
     UnsafeSessionId,
 )
+from ...core.logger import get_logger
 from ...tools.files import FileNotFound, PathIsDirectory
+
+log = get_logger("halo_actors.http")
 
 
 class ApiError(Exception):
@@ -44,7 +46,6 @@ class ApiError(Exception):
 STATUS_TABLE: Final[tuple[tuple[type[HaloError], int], ...]] = (
     (UnsafeSessionId, 400),
     (EventTooLarge, 413),
-    (ProfileError, 500),
     (InvalidInput, 400),
     (SessionNotFound, 404),
     (SessionUnavailable, 409),
@@ -80,6 +81,8 @@ def status_of(exc: BaseException) -> int:
 def message_of(exc: BaseException) -> str:
     if isinstance(exc, ApiError):
         return exc.message
+    if status_of(exc) == 500:
+        return INTERNAL
     if isinstance(exc, FileNotFound):
         return "file not found"
     if isinstance(exc, HaloError):
@@ -88,7 +91,10 @@ def message_of(exc: BaseException) -> str:
 
 
 def error_response(exc: BaseException) -> JSONResponse:
-    return JSONResponse({"error": message_of(exc)}, status_code=status_of(exc))
+    status = status_of(exc)
+    if status == 500:
+        log.error("request_failed", error=repr(exc))
+    return JSONResponse({"error": message_of(exc)}, status_code=status)
 
 
 def error_body(status: int, message: str) -> JSONResponse:

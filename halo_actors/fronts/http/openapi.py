@@ -16,6 +16,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ...core import ids
+
 Schema = dict[str, object]
 
 VERSION: Final = "0.1.0"
@@ -79,7 +81,7 @@ _WORKSPACE: Final[Schema] = {"type": "string", "pattern": "^$|^/"}
 _SEGMENT = "[A-Za-z0-9_.-]{1,128}"
 _SESSION_ID: Final[Schema] = {
     "type": "string",
-    "pattern": f"^$|^{_SEGMENT}(>{_SEGMENT}){{0,31}}$",
+    "pattern": f"^$|^{_SEGMENT}(>{_SEGMENT}){{0,{ids.MAX_DEPTH - 1}}}$",
 }
 """Safe segments joined by ``>``, or empty (absent). ``.`` and ``..`` are refused too,
 which a pattern without look-ahead cannot say."""
@@ -97,6 +99,7 @@ COMMON_ERRORS: Final = {
     "400": _error("bad input: malformed body, unknown field, unsafe id, bad parameter"),
     "401": _error("missing or invalid token"),
     "403": _error("not allowed: read-only token, workspace override, session not owned"),
+    "431": _error("request line or headers too large"),
 }
 
 
@@ -306,7 +309,9 @@ def _reading_paths() -> dict[str, Schema]:
                 "Serve a workspace-relative file inline",
                 {
                     "200": {"description": "the file", "content": {"*/*": {}}},
+                    "206": {"description": "the ranges asked for", "content": {"*/*": {}}},
                     "404": _error("file not found (or a dangling symlink)"),
+                    "416": _error("range not satisfiable (Content-Range: bytes */<size>)"),
                 },
                 parameters=[
                     {

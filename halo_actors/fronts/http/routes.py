@@ -8,13 +8,14 @@ create a workspace's ``.halo/``.
 
 from __future__ import annotations
 
+import os
 from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import msgspec
 import trio
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
 from ...runtime.supervisor import Supervisor
@@ -25,12 +26,12 @@ from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body, 
 from .commands import command_stream, parse_command
 from .errors import SESSION_NOT_FOUND, ApiError
 from .frames import Frame, complete_frame, session_frame
+from .served import ServedFile
 from .sse import EventStream, StreamPlan
 from .streams import ChatPlan, FixedPlan, SubscribePlan, is_busy
 
 T = TypeVar("T")
 PAGE_SIZE = 50
-FILE_HEADERS = {"x-content-type-options": "nosniff", "content-security-policy": "sandbox"}
 
 
 _encoder = msgspec.json.Encoder()
@@ -193,16 +194,14 @@ async def serve_file(request: Request) -> Response:
     if not rel:
         raise ApiError(400, "path is required")
     workspace, _ = await _address(front, request, caller, None, None)
-    real = await _resolve(workspace, rel)
-    name = real.rsplit("/", 1)[-1]
-    return FileResponse(
-        real, headers=FILE_HEADERS, filename=name, content_disposition_type="inline"
-    )
+    real, stat_result = await _resolve(workspace, rel, front.hidden_state)
+    return ServedFile(real, stat_result)
 
 
-async def _resolve(workspace: str, rel: str) -> str:
-    def resolve() -> str:
-        return str(Workspace(workspace).resolve_for_serving(rel))
+async def _resolve(workspace: str, rel: str, hidden: tuple[str, ...]) -> tuple[str, os.stat_result]:
+    def resolve() -> tuple[str, os.stat_result]:
+        real = str(Workspace(workspace, hidden=hidden).resolve_for_serving(rel))
+        return real, os.stat(real)
 
     return await trio.to_thread.run_sync(resolve)
 

@@ -10,7 +10,9 @@ Invariants:
   (tokens store realpaths, overrides are resolved); opens are serialised by one lock;
 - ``get(..., create=False)`` never creates ``.halo/``: a workspace without an event
   log answers ``None`` (read routes treat it as "no sessions");
-- every runtime's task lives in the nursery handed to the constructor.
+- every runtime's task lives in the nursery handed to the constructor;
+- a workspace that cannot hold runtime state (``/proc``, ``/sys``, a read-only
+  directory: creating ``.halo/`` fails) is a 400 naming the reason, never a 500.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ...agent.model import Model
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.supervisor import Supervisor
+from .errors import ApiError
 
 log = get_logger("halo_actors.http")
 
@@ -53,7 +56,13 @@ class Runtimes:
             if key not in self._open:
                 if self._closing.is_set():
                     raise trio.ClosedResourceError("the server is shutting down")
-                self._open[key] = await self._nursery.start(self._host, key)
+                try:
+                    self._open[key] = await self._nursery.start(self._host, key)
+                except OSError as exc:
+                    reason = exc.strerror or type(exc).__name__
+                    raise ApiError(
+                        400, f"the workspace cannot hold runtime state: {reason}"
+                    ) from None
             return self._open[key]
 
     async def _host(

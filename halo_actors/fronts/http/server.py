@@ -1,4 +1,4 @@
-"""Run the HTTP front: hypercorn's trio worker inside a nursery we own.
+"""Run the HTTP front: hypercorn's trio worker (HTTP/1.1 only, ``http1``) inside a nursery we own.
 
 :func:`open_server` is the one entry point (the CLI's ``serve``, the tests and the
 benchmark all use it). Shutdown, in order, when the block exits:
@@ -22,15 +22,13 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import cast
 
 import trio
 from hypercorn.config import Config, Sockets
-from hypercorn.trio import serve
-from hypercorn.typing import ASGIFramework
 
 from ...core.logger import get_logger
 from .app import Front, FrontSettings, build_app
+from .http1 import serve
 from .runtimes import Runtimes
 
 log = get_logger("halo_actors.http")
@@ -112,7 +110,7 @@ async def open_server(
                     graceful_timeout=graceful_timeout,
                     send_timeout=settings.send_timeout,
                 )
-                app = cast(ASGIFramework, build_app(front))
+                app = build_app(front)
                 binds: list[str] = await server_nursery.start(
                     partial(serve, app, config, shutdown_trigger=shutdown_trigger)
                 )

@@ -10,7 +10,7 @@ Invariants:
 - an account id is 1–64 characters of ``[A-Za-z0-9-]`` (no ``_``), so the session
   namespace ``web_<accountId>_`` of one account is never a prefix of another's;
 - the file is replaced atomically (write a temporary file, ``fsync``, rename) with
-  mode 0600, so a reader sees the old or the new list, never a torn one; two CLI
+  mode 0600, in a state directory kept 0700, so a reader sees the old or the new list, never a torn one; two CLI
   writers racing each other can lose one change (last rename wins);
 - :class:`TokenCache` re-reads the file when its mtime changes, checked at most
   once per ``reload_every`` seconds, so a revocation takes effect within that time;
@@ -159,7 +159,8 @@ class TokenStore:
             return 0.0
 
     def _save(self, tokens: list[TokenInfo]) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.state_dir, 0o700)
         body = json.dumps({"version": 1, "tokens": [asdict(t) for t in tokens]}, indent=2)
         fd, tmp = tempfile.mkstemp(prefix=".tokens-", dir=self.state_dir)
         try:
