@@ -55,7 +55,8 @@ async def test_authenticate_with_a_method_the_agent_did_not_advertise_is_refused
             init = await agent.result("initialize", {"protocolVersion": 1})
             advertised = at(init, "authMethods")
             assert advertised == []
-            for params in ({"methodId": "anything"}, {}, {"methodId": 7}):
+            cases: list[dict[str, object]] = [{"methodId": "anything"}, {}, {"methodId": 7}]
+            for params in cases:
                 answer = await agent.request("authenticate", params)
                 assert at(answer, "error", "code") == -32602, answer
                 assert "unknown authentication method" in text_at(answer, "error", "message")

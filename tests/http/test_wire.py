@@ -9,6 +9,7 @@ import re
 import h2.config
 import h2.connection
 import h2.settings
+import httpx
 import pytest
 import trio
 from web_client import Harness, sse
@@ -73,7 +74,9 @@ async def test_http2_with_prior_knowledge_is_refused_505_before_any_stream_opens
 async def test_an_h2c_upgrade_is_ignored_and_answered_in_http1(harness: Harness) -> None:
     """HTTP/1.1 only: an ``Upgrade: h2c`` request is answered in HTTP/1.1, never switched."""
     conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    settings = base64.urlsafe_b64encode(conn.initiate_upgrade_connection()).rstrip(b"=")
+    upgrade = conn.initiate_upgrade_connection()
+    assert upgrade is not None
+    settings = base64.urlsafe_b64encode(upgrade).rstrip(b"=")
     head = (
         "GET /api/web/sessions HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings, close\r\n"
         f"Upgrade: h2c\r\nHTTP2-Settings: {settings.decode()}\r\nx-token: {harness.token()}\r\n\r\n"
@@ -127,7 +130,7 @@ async def test_range_errors_and_a_refused_cors_preflight_are_json(harness: Harne
         async with harness.client(harness.token()) as client:
             await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
 
-            async def get(range_: str) -> object:
+            async def get(range_: str) -> httpx.Response:
                 params = {"path": "ten.txt"}
                 return await client.get("/api/web/file", params=params, headers={"range": range_})
 
