@@ -7,13 +7,14 @@ only the wire format differs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import trio
 from wire_check import anthropic_problems, openai_problems
-from wire_formats import Turn, anthropic_stream, error_body, openai_stream, pieces
+from wire_formats import Call, Turn, anthropic_stream, error_body, openai_stream, pieces
 from wire_server import Checker, Reply, Seen, WireServer
 
 from halo_actors.agent.model import ModelEvent, ModelRequest, RoundInfo
@@ -26,7 +27,7 @@ from halo_actors.tools.base import ToolSpec
 SECRET = "sk-test-0123456789-SECRET-KEY"
 """The API key every test uses; no log, error or frame may ever show it."""
 
-FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, total=20.0, stall=1.0, connect=5.0)
+FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05, total=20.0, stall=5.0, connect=5.0)
 BUDGET = 20.0
 
 
@@ -115,3 +116,36 @@ async def collect(model: Provider, req: ModelRequest | None = None) -> list[Mode
 
 def reply_text(event: AssistantReplied) -> str:
     return "".join(b.text for b in event.content if isinstance(b, TextBlock))
+
+
+def results_in(seen: Seen) -> list[str]:
+    """The tool results a request carries, in either wire format."""
+    body = json.dumps(seen.body)
+    found = []
+    for message in seen.body["messages"]:  # type: ignore[index]
+        if message.get("role") == "tool":
+            found.append(message["content"])
+        elif isinstance(message.get("content"), list):
+            found += [b["content"] for b in message["content"] if b.get("type") == "tool_result"]
+    return found if body else []
+
+
+def is_compaction(seen: Seen) -> bool:
+    return "Summarise the conversation" in json.dumps(seen.body["messages"][-1])  # type: ignore[index]
+
+
+def tool_loop(wire: Wire, command: str = "echo from-shell") -> Callable[[Seen], Reply]:
+    """The model of a tool-using turn: run ``command``, then answer with its output."""
+
+    def answer(seen: Seen) -> Reply:
+        results = results_in(seen)
+        if not results:
+            call = Call("call_1", "shell_exec", {"command": command})
+            return wire.stream(
+                Turn(text="Running it.", thinking="plan", signature="sig-9", calls=[call])
+            )
+        return wire.stream(
+            Turn(text=f"The command said: {results[-1].splitlines()[0]}", cache_read=80)
+        )
+
+    return answer

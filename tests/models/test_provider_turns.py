@@ -3,13 +3,23 @@ the loopback APIs: tool loops, interrupts, and the failures the turn loop answer
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 import trio
-from provider_kit import ANTHROPIC, BUDGET, SECRET, Wire, reply_text, serving
+from provider_kit import (
+    ANTHROPIC,
+    BUDGET,
+    SECRET,
+    Wire,
+    is_compaction,
+    reply_text,
+    results_in,
+    serving,
+    tool_loop,
+)
 from wire_formats import Call, Turn
 from wire_server import Reply, Seen, WireServer
 
@@ -30,38 +40,8 @@ from halo_actors.core.log import EventFilter
 from halo_actors.runtime.profiles import AgentProfile, Limits, Profiles
 from halo_actors.runtime.supervisor import Supervisor
 
-
-def results_in(seen: Seen) -> list[str]:
-    """The tool results a request carries, in either wire format."""
-    body = json.dumps(seen.body)
-    found = []
-    for message in seen.body["messages"]:  # type: ignore[index]
-        if message.get("role") == "tool":
-            found.append(message["content"])
-        elif isinstance(message.get("content"), list):
-            found += [b["content"] for b in message["content"] if b.get("type") == "tool_result"]
-    return found if body else []
-
-
-def is_compaction(seen: Seen) -> bool:
-    return "Summarise the conversation" in json.dumps(seen.body["messages"][-1])  # type: ignore[index]
-
-
-def tool_loop(wire: Wire, command: str = "echo from-shell") -> Callable[[Seen], Reply]:
-    """The model of a tool-using turn: run ``command``, then answer with its output."""
-
-    def answer(seen: Seen) -> Reply:
-        results = results_in(seen)
-        if not results:
-            call = Call("call_1", "shell_exec", {"command": command})
-            return wire.stream(
-                Turn(text="Running it.", thinking="plan", signature="sig-9", calls=[call])
-            )
-        return wire.stream(
-            Turn(text=f"The command said: {results[-1].splitlines()[0]}", cache_read=80)
-        )
-
-    return answer
+PATIENT = RetryPolicy(attempts=2, base_delay=0.01, total=60.0, stall=60.0)
+"""No stall timeout can fire during a test (the cut must be the interrupt's)."""
 
 
 @asynccontextmanager
@@ -114,14 +94,16 @@ async def test_a_tool_using_turn_runs_through_the_runtime(tmp_path: Path, wire: 
     assert [(m.tokens, m.estimated) for m in measured] == [(150, False), (230, False)]
 
 
-async def test_a_hard_interrupt_closes_the_provider_stream_at_once(
-    tmp_path: Path, wire: Wire
+@pytest.mark.parametrize("how", ["interrupt", "stop"])
+async def test_a_hard_interrupt_or_stop_closes_the_provider_stream_at_once(
+    tmp_path: Path, wire: Wire, how: str
 ) -> None:
-    """Rule: a hard interrupt closes the provider's HTTP stream at once (the server sees
-    its connection closed), and the streamed text lands with the cut marker."""
+    """Rule: a hard interrupt or stop closes the provider's HTTP stream at once (the
+    server sees its connection closed), and the streamed text lands with the cut marker."""
     body = wire.stream(Turn(text="a long answer " * 40), size=40).chunks
-    async with serving(wire) as server, runtime(tmp_path, wire, server) as sup:
-        server.queue(Reply(chunks=body[:3], hold=True), wire.stream(Turn(text="stopped")))
+    async with serving(wire) as server, runtime(tmp_path, wire, server, retry=PATIENT) as sup:
+        server.queue(Reply(chunks=body[: len(body) // 2], hold=True))
+        server.queue(wire.stream(Turn(text="stopped")))
         with trio.fail_after(BUDGET):
             sid = await sup.create_session()
             await sup.send(sid, "talk")
@@ -129,7 +111,10 @@ async def test_a_hard_interrupt_closes_the_provider_stream_at_once(
                 async for record in records:
                     if isinstance(record.event, TextStreamed):
                         break
-            await sup.interrupt(sid, "stop talking")
+            if how == "interrupt":
+                await sup.interrupt(sid, "stop talking")
+            else:
+                await sup.stop(sid)
             await server.requests[0].closed.wait()
             await sup.wait_idle(sid)
         events = await events_of(sup, sid)

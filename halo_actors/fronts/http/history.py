@@ -11,6 +11,10 @@ Rows, in log order (``id`` is the row's log seq, ``timestamp`` its server time, 
   the block with its id, else to the first block still waiting);
 - ``{"role": "error", "text"}`` for each error a turn raised.
 
+An assistant row carries ``usage`` (``inputTokens``, ``outputTokens``,
+``cacheReadTokens``, ``cacheWriteTokens``) once the response's ``usage`` record
+follows it (every model response logs one; the scripted model's are zeros).
+
 The text keeps ``MEDIA:`` lines as logged (readers strip them like the stream
 does). Only the addressed session's own records count: sub-session rows never
 appear. ``since`` keeps rows with ``timestamp >= since``, filtered before encoding.
@@ -36,13 +40,14 @@ from ...core.events import (
     RoundStarted,
     SessionCreated,
     ToolReturned,
+    UsageReported,
 )
 from ...core.log import EventFilter
 from ...runtime.supervisor import Supervisor
 
 Row = dict[str, object]
 HISTORY_KINDS = frozenset(
-    {"session_created", "user", "assistant", "tool_result", "error", "mailbox_folded"}
+    {"session_created", "user", "assistant", "tool_result", "error", "mailbox_folded", "usage"}
 )
 
 
@@ -72,6 +77,13 @@ class HistoryFold:
                 self._result(e)
             case ErrorRaised(error=error):
                 self.rows.append({**base, "role": "error", "text": error})
+            case UsageReported() as e if self.rows and self.rows[-1]["role"] == "assistant":
+                self.rows[-1]["usage"] = {
+                    "inputTokens": e.input_tokens,
+                    "outputTokens": e.output_tokens,
+                    "cacheReadTokens": e.cache_read_tokens,
+                    "cacheWriteTokens": e.cache_write_tokens,
+                }
             case _:
                 pass
 

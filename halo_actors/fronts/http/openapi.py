@@ -169,6 +169,15 @@ def _answer_schemas() -> dict[str, Schema]:
                 "text": _STR,
                 "images": {"type": "array", "items": _STR},
                 "contentBlocks": {"type": "array", "items": {"type": "object"}},
+                "usage": _obj(
+                    {
+                        "inputTokens": _INT,
+                        "outputTokens": _INT,
+                        "cacheReadTokens": _INT,
+                        "cacheWriteTokens": _INT,
+                    },
+                    ("inputTokens", "outputTokens", "cacheReadTokens", "cacheWriteTokens"),
+                ),
             },
             ("id", "timestamp", "role", "text"),
         ),
