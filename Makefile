@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit chaos bench clean
+.PHONY: demo test lint typecheck unit chaos bench clean sandbox-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,19 @@ typecheck: $(STAMP)
 	done; \
 	exit $$status
 
-unit: $(STAMP)
+unit: $(STAMP) sandbox-deps
 	$(BIN)/pytest
+
+# The workspace sandbox needs bubblewrap (docs/security.md). Root installs it when missing;
+# anyone else gets one line, and the tests needing a sandbox skip saying so.
+sandbox-deps:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			apt-get install -y -q bubblewrap || { apt-get update -q && apt-get install -y -q bubblewrap; }; \
+		else \
+			echo "bubblewrap (bwrap) is missing and this is not root: the sandbox tests will skip"; \
+		fi; \
+	fi
 
 test: lint typecheck unit
 

@@ -60,3 +60,14 @@ async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
     """The server with the test script (``web_client.TEST_SCRIPT``), shut down after the test."""
     async with serve_harness(tmp_path) as harness:
         yield harness
+
+
+# --- sandbox (tools/sandbox.py, tests/security): one line saying whether it runs here ---
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from sandbox_check import sandbox_problem
+
+    problem = sandbox_problem()
+    if problem is not None:
+        terminalreporter.write_line(f"sandbox tests skipped: {problem}", yellow=True)

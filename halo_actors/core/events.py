@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 import msgspec
 
+from .access import Access
 from .conversation import Block
 
 
@@ -167,6 +168,9 @@ class SessionCreated(_Event, frozen=True, tag="session_created"):
     parent_id: str | None = None
     title: str | None = None
     description: str | None = None
+    access: Access | None = None
+    """The creator's access level, fixed for the session's life (``core/access.py``).
+    None: written before levels were recorded; the runtime's default applies."""
 
 
 class MessageQueued(_Event, frozen=True, tag="message_queued"):

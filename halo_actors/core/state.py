@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Literal
 
+from .access import Access
 from .conversation import (
     CHARS_PER_TOKEN,
     Message,
@@ -83,6 +84,8 @@ class SessionState:
     parent_id: str | None = None
     title: str | None = None
     description: str | None = None
+    access: Access | None = None
+    """As recorded at creation; None for a session logged before levels were."""
     created_ts: int = 0
     updated_ts: int = 0
     last_seq: int = 0
@@ -124,6 +127,7 @@ class SessionState:
             case SessionCreated() as e:
                 self.agent_id, self.parent_id = e.agent_id, e.parent_id
                 self.title, self.description = e.title, e.description
+                self.access = e.access
                 self.created_ts = record.ts
             case MessageQueued() as e:
                 self.mailbox.append(QueuedMessage(e.text, e.images, e.source_session_id))

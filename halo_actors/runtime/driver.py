@@ -36,17 +36,24 @@ from ..agent.model import (
 )
 from ..agent.repair import repair
 from ..agent.turn import TurnSetup
+from ..core.access import Access, weakest
 from ..core.conversation import Message
 from ..core.events import Compacted, FlagsChanged, Notified, RoundStarted
 from ..tools.base import ToolContext, TreeControl
+from ..tools.builtin import WRITING_TOOLS
 from ..tools.files import Workspace
 from ..tools.registry import ToolRegistry
+from ..tools.sandbox import Sandbox, ShellConfinement
 from ..tools.shell import ShellLimits
 from .profiles import AgentProfile
 from .session import SessionActor
 
 TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None]]
 """Called (shielded) after each turn that was not stopped, with its stop reason."""
+
+
+AccessOf = Callable[[SessionActor], Access]
+"""The session's own access level (recorded at creation, or the runtime's default)."""
 
 
 class RunDriver:
@@ -59,6 +66,8 @@ class RunDriver:
         *,
         tools: ToolRegistry,
         tool_tasks: trio.Nursery,
+        access_of: AccessOf,
+        sandbox: Sandbox,
     ) -> None:
         self.model = model
         self.workspace = workspace
@@ -67,6 +76,8 @@ class RunDriver:
         self.tools = tools
         self.tool_tasks = tool_tasks
         """Where custom tools run (a hard interrupt may have to leave one behind)."""
+        self.access_of = access_of
+        self.sandbox = sandbox
 
     async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
@@ -99,6 +110,7 @@ class RunDriver:
             timeout=limits.shell_timeout,
             kill_grace=limits.kill_grace,
         )
+        access = self.capability(actor, profile)
         context = ToolContext(
             session_id=actor.session_id,
             agent_id=actor.agent_id,
@@ -107,8 +119,13 @@ class RunDriver:
             turn=actor,
             shell=shell,
             tasks=self.tool_tasks,
+            access=access,
+            confinement=ShellConfinement(self.sandbox, profile.network, limits.max_processes),
         )
-        tools = self.tools.toolset(tuple(profile.tools))
+        names = profile.tools
+        if access == "readonly":  # absent, not merely refused: the model never sees them
+            names = tuple(name for name in names if name not in WRITING_TOOLS)
+        tools = self.tools.toolset(tuple(names))
         return TurnSetup(
             model=self.model,
             tools=tools.tools,
@@ -121,6 +138,11 @@ class RunDriver:
             context_tokens=lambda: actor.state.context_tokens,
             make_room=lambda: self.make_room(actor, profile),
         )
+
+    def capability(self, actor: SessionActor, profile: AgentProfile) -> Access:
+        """What the session's tools may do: its level, lowered by a sandboxing profile."""
+        ceiling: Access = "workspace" if profile.sandbox == "workspace" else "full"
+        return weakest(self.access_of(actor), ceiling)
 
     async def _at_boundary(self, actor: SessionActor, profile: AgentProfile) -> bool:
         """The batch-boundary hook: compact if over budget; True if the turn must yield."""

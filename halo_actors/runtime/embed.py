@@ -18,11 +18,13 @@ from pathlib import Path
 import trio
 
 from ..agent.model import Model
+from ..core.access import Access
 from ..core.log import EventLog, MemoryEventLog, SqliteEventLog
 from ..core.log.sqlite import Synchronous
 from ..tools.base import Tool
 from ..tools.files import Workspace
 from ..tools.registry import ToolRegistry
+from ..tools.sandbox import Sandbox
 from .models import ProfileModels, resolve_model
 from .profiles import Profiles
 from .supervisor import Supervisor, open_supervisor
@@ -50,6 +52,8 @@ async def open_runtime(
     tools: Iterable[Tool] = (),
     durable: bool = True,
     synchronous: Synchronous = "NORMAL",
+    access: Access = "full",
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Run the runtime of ``workspace`` until the block exits.
 
@@ -60,6 +64,12 @@ async def open_runtime(
     the agent profiles (default: the built-in ``default`` plus the workspace's
     ``.halo/agents/*.toml``). ``tools``: custom tools (``@tool``) that profiles may
     name beside the built-ins. ``durable=False`` keeps the log in memory.
+
+    ``access`` is the level of the sessions this program creates without naming one
+    (``create_session(access=...)`` picks per session): ``full`` by default, because
+    the embedding program is trusted; pass ``"workspace"`` to sandbox every command
+    (``docs/security.md``). ``sandbox`` configures that sandbox (default: bubblewrap,
+    nothing else hidden).
     """
     registry = ToolRegistry(tools)
     ws = await trio.to_thread.run_sync(open_workspace, workspace)
@@ -80,6 +90,8 @@ async def open_runtime(
             workspace=ws,
             profiles=profiles,
             tools=registry,
+            access=access,
+            sandbox=sandbox,
         ) as supervisor:
             yield supervisor
     finally:

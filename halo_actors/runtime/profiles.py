@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -21,6 +21,7 @@ from ..core.errors import ProfileError
 from ..core.ids import is_safe_segment
 from ..core.logger import get_logger
 from ..tools.registry import BUILTINS, ToolRegistry
+from ..tools.sandbox import DEFAULT_MAX_PROCESSES
 
 log = get_logger("halo_actors.profiles")
 
@@ -62,6 +63,8 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     shell_timeout: PositiveSeconds | None = None
     shell_output_cap: NonNegative = 64_000
     kill_grace: Seconds = 2.0
+    max_processes: Positive = DEFAULT_MAX_PROCESSES
+    """Processes a sandboxed command may have at once (a fork bomb stops there)."""
 
 
 class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -80,6 +83,11 @@ class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     team: tuple[str, ...] = ("default",)
     """Agent profiles this agent may start as sub-sessions."""
     limits: Limits = Limits()
+    sandbox: Literal["none", "workspace"] = "none"
+    """``workspace``: this agent's commands run sandboxed even in a ``full`` session.
+    A profile can only lower a session's access level (``docs/security.md``)."""
+    network: bool = False
+    """Sandboxed commands may use the network (off: only their own loopback)."""
 
     def model_options(self) -> ModelOptions:
         """What this profile asks of each model response."""

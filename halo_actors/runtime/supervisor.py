@@ -31,6 +31,7 @@ from ..agent.model import (
     Model,
 )
 from ..core import ids
+from ..core.access import Access, weakest
 from ..core.errors import InvalidInput, ProfileError, SessionNotFound, SessionUnavailable
 from ..core.events import (
     ReportSent,
@@ -43,6 +44,7 @@ from ..core.state import SessionState
 from ..tools.base import Delivery, Tool
 from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
+from ..tools.sandbox import Sandbox
 from .driver import RunDriver
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
@@ -60,8 +62,14 @@ class Supervisor:
         workspace: Workspace,
         nursery: trio.Nursery,
         tools: ToolRegistry = BUILTINS,
+        *,
+        access: Access = "full",
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.log = event_log
+        self.default_access: Access = access
+        """The level of a session created without one, and of one logged before levels
+        were recorded (``docs/security.md``)."""
         self.model = model
         self.profiles = profiles
         self.workspace = workspace
@@ -79,7 +87,14 @@ class Supervisor:
         self.tools = tools
         """Every tool a profile may name: the built-ins and the embedder's own."""
         self.driver = RunDriver(
-            model, workspace, self, self._report_turn_end, tools=tools, tool_tasks=nursery
+            model,
+            workspace,
+            self,
+            self._report_turn_end,
+            tools=tools,
+            tool_tasks=nursery,
+            access_of=lambda actor: self.access_of(actor.session_id),
+            sandbox=sandbox or Sandbox(),
         )
 
     # --- lookup -----------------------------------------------------------------
@@ -130,6 +145,10 @@ class Supervisor:
     def output(self, session_id: str) -> str:
         return self.state(session_id).last_output
 
+    def access_of(self, session_id: str) -> Access:
+        """The session's access level: recorded at creation, else the runtime's default."""
+        return self.state(session_id).access or self.default_access
+
     def describe_tree(self, root: str) -> list[dict[str, object]]:
         return [
             {
@@ -156,8 +175,12 @@ class Supervisor:
         title: str | None = None,
         parent_id: str | None = None,
         description: str | None = None,
+        access: Access | None = None,
     ) -> str:
         """Create a session (a root unless ``parent_id``); an existing id is returned as is.
+
+        ``access`` is the creator's level (default: the runtime's), recorded for the
+        session's life; a sub-session never gets more than its parent has.
 
         A child-shaped id whose parent does not exist is refused (it would be an orphan
         no tree operation reaches). A session under a parent that is being stopped, or
@@ -177,13 +200,25 @@ class Supervisor:
             raise SessionUnavailable(f"session {above} is being stopped")
         if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
             raise SessionUnavailable(f"session {above} is {parent.state.lifecycle}")
+        level = access or self.default_access
+        if parent is not None:
+            level = weakest(level, self.access_of(parent.session_id))
         state = SessionState(
-            sid, agent_id=agent_id, parent_id=parent_id, title=title, description=description
+            sid,
+            agent_id=agent_id,
+            parent_id=parent_id,
+            title=title,
+            description=description,
+            access=level,
         )
         actor = self._register(state)
         self._deleted.discard(sid)
         created = SessionCreated(
-            agent_id=agent_id, parent_id=parent_id, title=title, description=description
+            agent_id=agent_id,
+            parent_id=parent_id,
+            title=title,
+            description=description,
+            access=level,
         )
         try:
             with trio.CancelScope(shield=True):
@@ -197,7 +232,12 @@ class Supervisor:
         self.actor(parent_id)
         child = ids.mint_child(parent_id, label or agent_id)
         await self.create_session(
-            child, agent_id=agent_id, parent_id=parent_id, title=label or None, description=task
+            child,
+            agent_id=agent_id,
+            parent_id=parent_id,
+            title=label or None,
+            description=task,
+            access=self.access_of(parent_id),
         )
         await self.send(child, task, source=parent_id)
         return child
@@ -517,6 +557,8 @@ async def open_supervisor(
     workspace: Workspace,
     profiles: Profiles | None = None,
     tools: ToolRegistry | Iterable[Tool] = BUILTINS,
+    access: Access = "full",
+    sandbox: Sandbox | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Run a supervisor; leaving the block cancels every run (turns close on restart).
     ``tools``: custom tools beside the built-ins; every profile must name only tools
@@ -525,7 +567,16 @@ async def open_supervisor(
     profiles = profiles or Profiles()
     profiles.check_tools(tools)
     async with trio.open_nursery() as nursery:
-        supervisor = Supervisor(event_log, model, profiles, workspace, nursery, tools)
+        supervisor = Supervisor(
+            event_log,
+            model,
+            profiles,
+            workspace,
+            nursery,
+            tools,
+            access=access,
+            sandbox=sandbox,
+        )
         await supervisor.recover()
         try:
             yield supervisor

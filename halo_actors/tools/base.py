@@ -20,10 +20,12 @@ from typing import Literal, Protocol, TypeVar
 import msgspec
 import trio
 
+from ..core.access import Access
 from ..core.errors import HaloError
 from ..core.logger import get_logger
 from .abandon import run_abandonable
 from .files import Workspace
+from .sandbox import ShellConfinement
 from .shell import ShellLimits
 
 log = get_logger(__name__)
@@ -71,8 +73,12 @@ class ToolContext:
     tree: TreeControl
     turn: TurnControl
     shell: ShellLimits = field(default_factory=ShellLimits)
-    access: Literal["readonly", "workspace", "full"] = "full"
-    """The session's access level (what custom tools are told)."""
+    access: Access = "full"
+    """The session's access level (``core/access.py``): what its tools may do (and what
+    custom tools are told)."""
+    confinement: ShellConfinement | None = None
+    """The sandbox a ``workspace``-level session's commands run in; None: none
+    configured, so such a session's commands are refused (fail closed)."""
     tasks: trio.Nursery | None = None
     """Where custom tools run, so a hard interrupt can abandon one that ignores its
     cancellation (``custom.run_abandonable``); None: they run inline."""

@@ -6,15 +6,20 @@ Thin wrappers: argument Structs (their JSON schema is what the model sees) over
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 from typing import Annotated, TypeVar
 
 import msgspec
 import trio
 
+from ..core.errors import PathNotAccessible
 from .base import Tool, ToolContext, ToolOutput, define_tool
+from .sandbox import SandboxUnavailable
 from .shell import ShellLimits, run_shell
+
+Wrap = Callable[[list[str]], list[str]]
 
 T = TypeVar("T")
 
@@ -41,11 +46,39 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolOutput:
         ctx.turn.track_process_group(pgid)
 
     try:
-        result = await run_shell(args.command, ctx.workspace.root, limits, on_spawn=spawned)
+        async with _confined(ctx) as wrap:
+            result = await run_shell(
+                args.command, ctx.workspace.root, limits, on_spawn=spawned, wrap=wrap
+            )
     finally:
         for pgid in pgids:
             ctx.turn.untrack_process_group(pgid)
     return ToolOutput(result.render(), is_error=result.timed_out)
+
+
+@asynccontextmanager
+async def _confined(ctx: ToolContext) -> AsyncIterator[Wrap | None]:
+    """The launcher for the session's level: none (full), the sandbox (workspace), or a
+    refusal (readonly, or no sandbox configured: fail closed)."""
+    match ctx.access:
+        case "full":
+            yield None
+        case "workspace":
+            if ctx.confinement is None:
+                raise SandboxUnavailable(
+                    "sandbox unavailable: this runtime has no sandbox configured for "
+                    "workspace-level sessions; the command was not run"
+                )
+            policy = ctx.confinement.policy(str(ctx.workspace.root))
+            async with ctx.confinement.sandbox.confine(policy) as wrap:
+                yield wrap
+        case "readonly":
+            raise PathNotAccessible("a read-only session has no shell")
+
+
+def _require_write(ctx: ToolContext) -> None:
+    if ctx.access == "readonly":
+        raise PathNotAccessible("a read-only session cannot change files")
 
 
 NonNegative = Annotated[int, msgspec.Meta(ge=0)]
@@ -70,6 +103,7 @@ class WriteArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 async def _write(ctx: ToolContext, args: WriteArgs) -> ToolOutput:
+    _require_write(ctx)
     size = await _in_thread(partial(ctx.workspace.write_text, args.path, args.content))
     return ToolOutput(f"wrote {size} bytes to {args.path}")
 
@@ -82,6 +116,7 @@ class EditArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 async def _edit(ctx: ToolContext, args: EditArgs) -> ToolOutput:
+    _require_write(ctx)
     count = await _in_thread(
         partial(
             ctx.workspace.edit,
@@ -133,6 +168,9 @@ async def _continue_task(ctx: ToolContext, args: NoArgs) -> ToolOutput:
         return ToolOutput("ok: the task resumes in a new turn once this one ends")
     return ToolOutput(answer)
 
+
+WRITING_TOOLS = frozenset({"shell_exec", "file_write", "file_edit"})
+"""Left out of a read-only session's tool list (and refusing such a session if called)."""
 
 WORKSPACE_TOOLS: tuple[Tool, ...] = (
     define_tool(

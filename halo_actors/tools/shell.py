@@ -124,14 +124,18 @@ async def run_shell(
     *,
     env: Mapping[str, str] | None = None,
     on_spawn: Callable[[int], None] | None = None,
+    wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> ShellResult:
     """Run ``sh -c command`` in ``cwd`` as a new process group and collect its output.
 
+    ``wrap`` turns the ``sh -c`` command line into the one actually run (the sandbox's
+    launcher, ``sandbox.py``); what it runs stays in the group and is killed with it.
     Raises ``InvalidInput`` for an empty command or a working directory that cannot be
     entered. Cancellation kills the whole group (see the module docstring) and is then
     re-raised; the timeout does the same but returns a result with ``timed_out=True``.
     """
-    proc = await _spawn(_checked_command(command), cwd, env)
+    argv = _checked_command(command)
+    proc = await _spawn(wrap(argv) if wrap is not None else argv, cwd, env)
     # No checkpoint between the spawn and this try: a cancel landing now still kills.
     output = _CappedOutput(limits.output_cap)
     leader_exited = False

@@ -26,6 +26,7 @@ from ...agent.model import Model
 from ...core.errors import HaloError
 from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
 from ...core.logger import get_logger
+from ...tools.files import HALO_DIR
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
 from .errors import INTERNAL, ApiError, error_body, error_response
 from .history import HistoryCache
@@ -93,6 +94,12 @@ class Front:
         if raw is None:
             return caller.token.workspace
         return await trio.to_thread.run_sync(resolve_workspace, caller, raw)
+
+    def hidden_paths(self) -> list[str]:
+        """What a sandboxed command must not see even inside its workspace: the token
+        state directory and the runtime state of every token's workspace."""
+        workspaces = self.tokens.workspaces()
+        return [str(self.settings.tokens.state_dir), *(f"{w}/{HALO_DIR}" for w in workspaces)]
 
     def stream_opened(self) -> None:
         self.open_streams += 1

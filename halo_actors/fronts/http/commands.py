@@ -92,7 +92,7 @@ async def _session_new(
     session_id: str,
     stack: AsyncExitStack,
 ) -> list[Frame]:
-    new = await sup.create_session(namespace=caller.namespace)
+    new = await sup.create_session(namespace=caller.namespace, access=caller.token.access)
     front.active.set(workspace, caller, new)
     return await _fixed(sup, session_id, [switch_frame(0, new)], stack)
 

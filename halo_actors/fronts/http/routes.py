@@ -91,6 +91,7 @@ async def chat(request: Request) -> Response:
         tuple(body.images),
         body.agent_id,
         front.settings.subscriber_buffer,
+        caller.token.access,
     )
     return stream(front, plan)
 
@@ -104,7 +105,7 @@ async def mint_session(request: Request) -> Response:
     sup = await front.runtimes.get(workspace)
     assert sup is not None
     session_id = await sup.create_session(
-        namespace=caller.namespace, agent_id=body.agent_id or "default"
+        namespace=caller.namespace, agent_id=body.agent_id or "default", access=caller.token.access
     )
     return _json({"sessionId": session_id})
 

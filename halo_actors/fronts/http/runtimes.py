@@ -12,12 +12,16 @@ Invariants:
   log answers ``None`` (read routes treat it as "no sessions");
 - every runtime's task lives in the nursery handed to the constructor;
 - a workspace that cannot hold runtime state (``/proc``, ``/sys``, a read-only
-  directory: creating ``.halo/`` fails) is a 400 naming the reason, never a 500.
+  directory: creating ``.halo/`` fails) is a 400 naming the reason, never a 500;
+- every runtime's sessions default to the ``workspace`` level (a session always records
+  its creator's level; only one logged before levels existed lacks it), and their
+  sandbox masks the ``.halo`` of every open workspace.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import trio
@@ -26,15 +30,26 @@ from ...agent.model import Model
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.supervisor import Supervisor
+from ...tools.files import HALO_DIR
+from ...tools.sandbox import Sandbox
 from .errors import ApiError
 
 log = get_logger("halo_actors.http")
 
 
 class Runtimes:
-    def __init__(self, nursery: trio.Nursery, *, model: Model | str | None = None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        model: Model | str | None = None,
+        hidden: Callable[[], Iterable[str]] = tuple,
+    ) -> None:
         self._nursery = nursery
         self._model = model
+        self.sandbox = Sandbox(hidden=lambda: (*hidden(), *self._state_dirs()))
+        """One sandbox for every workspace: it masks each open workspace's ``.halo``
+        and whatever ``hidden`` names (the front: token state, tokens' workspaces)."""
         self._open: dict[str, Supervisor] = {}
         self._lock = trio.Lock()
         self._closing = trio.Event()
@@ -44,6 +59,9 @@ class Runtimes:
     def opened(self) -> dict[str, Supervisor]:
         """The runtimes open now, by workspace realpath."""
         return dict(self._open)
+
+    def _state_dirs(self) -> list[str]:
+        return [os.path.join(workspace, HALO_DIR) for workspace in self._open]
 
     async def get(self, workspace: str | Path, *, create: bool = True) -> Supervisor | None:
         key = os.fspath(workspace)
@@ -70,7 +88,10 @@ class Runtimes:
     ) -> None:
         self._hosted += 1
         try:
-            async with open_runtime(workspace, model=self._model) as supervisor:
+            # A session logged before levels were recorded gets the sandbox: fail closed.
+            async with open_runtime(
+                workspace, model=self._model, access="workspace", sandbox=self.sandbox
+            ) as supervisor:
                 log.info("runtime_opened", workspace=workspace)
                 task_status.started(supervisor)
                 await self._closing.wait()

@@ -93,7 +93,9 @@ async def open_server(
 ) -> AsyncIterator[RunningServer]:
     """Serve until the block exits; ``workspaces`` are opened up front (others on demand)."""
     async with trio.open_nursery() as runtime_nursery:
-        runtimes = Runtimes(runtime_nursery, model=settings.model)
+        runtimes = Runtimes(
+            runtime_nursery, model=settings.model, hidden=lambda: front.hidden_paths()
+        )
         front = Front(settings, runtimes)
         try:
             for workspace in workspaces:

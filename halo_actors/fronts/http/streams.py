@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from ...core.access import Access
 from ...core.errors import SubscriptionClosed
 from ...core.events import AgentDone, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
@@ -153,6 +154,8 @@ class ChatPlan:
     images: tuple[str, ...]
     agent_id: str | None
     buffer: int
+    access: Access
+    """The caller's token level: a session this chat creates gets it for life."""
     _sub: Subscription | None = field(default=None, init=False)
     _projector: Projector = field(default_factory=Projector, init=False)
 
@@ -160,7 +163,9 @@ class ChatPlan:
         sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
         first = [session_frame(sub.cursor, self.session_id)]
         if not self.sup.exists(self.session_id):
-            await self.sup.create_session(self.session_id, agent_id=self.agent_id or "default")
+            await self.sup.create_session(
+                self.session_id, agent_id=self.agent_id or "default", access=self.access
+            )
         delivery = await self.sup.send(self.session_id, self.message, images=self.images)
         if delivery == "queued":
             return [*first, queued_frame(self.sup.log.last_seq)]

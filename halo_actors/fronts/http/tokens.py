@@ -191,6 +191,10 @@ class TokenCache:
             await self._refresh()
         return self._by_hash.get(hash_token(token))
 
+    def workspaces(self) -> set[str]:
+        """The workspaces of the tokens read so far (never blocks)."""
+        return {t.workspace for t in self._by_hash.values()}
+
     async def _refresh(self) -> None:
         """Re-read the file if it changed; concurrent callers wait for the one reading it."""
         async with self._lock:
