@@ -4,7 +4,9 @@ A runtime has one model of its own (the scripted demo agent, or the provider tha
 ``--model``/``open_runtime(model=...)`` named); a profile may name another
 (``model = "openai:gpt-4.1"``) and set per-response options. :class:`ProfileModels`
 resolves every profile once, when the runtime opens — a bad spec or a missing key
-stops the runtime from opening, with the variable named — and then sends each
+stops the runtime from opening when it is the runtime's own model; a profile whose
+own model cannot be made (a missing key) is marked broken, like a broken profile
+file, so only its sessions fail, with the variable named — and then sends each
 request to its agent's model by ``request.agent_id``.
 
 Resolution of a profile's ``model``:
@@ -26,6 +28,7 @@ from ..agent.model import Model, ModelEvent, ModelRequest
 from ..agent.providers import AnthropicModel, OpenAIModel, Provider, build_model
 from ..agent.providers.options import ModelConfigError, ModelOptions, check_options
 from ..agent.scripted import ScriptedModel
+from ..core.errors import ProfileError
 from .profiles import AgentProfile, Profiles
 
 
@@ -56,8 +59,12 @@ class ProfileModels:
         self._demo: ScriptedModel | None = None
         for name in profiles.names():
             profile = profiles.get(name)
-            if profile is not None:
+            if profile is None:
+                continue
+            try:
                 self._by_agent[name] = self._resolve(profile)
+            except ModelConfigError as exc:
+                profiles.mark_broken(name, ProfileError(f"agent profile {name!r}: {exc}"))
 
     def model_for(self, agent_id: str) -> Model:
         return self._by_agent.get(agent_id, self.default)

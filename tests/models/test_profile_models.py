@@ -110,3 +110,22 @@ async def test_a_missing_key_stops_the_runtime_from_opening(tmp_path: Path) -> N
         with pytest.raises(ModelConfigError, match="set ANTHROPIC_API_KEY"):
             async with open_runtime(tmp_path, model="anthropic:claude-sonnet-4-5", durable=False):
                 pass
+
+
+async def test_a_profile_whose_model_has_no_key_breaks_only_that_profile(tmp_path: Path) -> None:
+    """A profile naming a provider whose key is missing is broken like a broken file: its
+    sessions fail with the variable named; the other profiles keep working."""
+    agents = tmp_path / "ws" / ".halo" / "agents"
+    agents.mkdir(parents=True)
+    (agents / "writer.toml").write_text('model = "anthropic:claude-sonnet-4-5"\n')
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("ANTHROPIC_API_KEY", raising=False)
+        env.delenv("ANTHROPIC_BASE_URL", raising=False)
+        async with open_runtime(tmp_path / "ws", durable=False) as sup:
+            with trio.fail_after(BUDGET):
+                assert sup.profiles.get("writer") is None
+                problem = sup.profiles.problem("writer")
+                assert problem is not None and "set ANTHROPIC_API_KEY" in str(problem)
+                plain = await sup.create_session()
+                await sup.send(plain, "hi")
+                await sup.wait_idle(plain)

@@ -19,6 +19,7 @@ import trio
 from provider_kit import ANTHROPIC, SECRET, Wire, results_in, serving, tool_loop
 
 SERVE_BUDGET = 60.0
+LIVE_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "live_model_check.py"
 CURL = shutil.which("curl")
 pytestmark = pytest.mark.skipif(CURL is None, reason="curl is not installed")
 
@@ -125,3 +126,29 @@ async def test_serve_refuses_a_bad_model_at_start(tmp_path: Path, spec: str, say
     assert done.returncode == 2
     assert says in done.stderr.decode() and done.stdout == b""
     assert ANTHROPIC.key_env not in env
+
+
+async def test_the_live_check_script_runs_one_tool_using_turn(tmp_path: Path, wire: Wire) -> None:
+    """``scripts/live_model_check.py`` against the loopback API: one tool-using turn, exit 0;
+    with no key for the official host it skips (exit 0)."""
+    script = LIVE_CHECK
+    spec = f"{wire.name}:test-model"
+    with trio.fail_after(SERVE_BUDGET):
+        async with serving(wire, tool_loop(wire, "echo halo-live-check")) as server:
+            env = base_env(tmp_path, wire.env(server))
+            done = await trio.run_process(
+                [sys.executable, str(script), spec], env=env, capture_stdout=True, check=False
+            )
+        skipped = await trio.run_process(
+            [sys.executable, str(script), spec],
+            env=base_env(tmp_path, {}),
+            capture_stdout=True,
+            check=False,
+        )
+    out = done.stdout.decode()
+    assert done.returncode == 0, out
+    assert "ok: the model called the tool" in out and "usage       input 120" in out
+    assert server.problems == []
+    assert skipped.returncode == 0 and skipped.stdout.decode().startswith(
+        f"skipped: {spec} needs an API key"
+    )

@@ -248,7 +248,7 @@ class StreamReader:
         if sse.event == "ping":
             return []
         try:
-            data = json.loads(sse.data)
+            data = msgspec.json.decode(sse.data)
         except ValueError:
             raise Transient(f"a stream event was not JSON: {sse.data[:80]!r}") from None
         kind = data.get("type", sse.event) if isinstance(data, dict) else sse.event

@@ -223,7 +223,7 @@ class StreamReader:
         if sse.data.strip() == "[DONE]":
             return self.at_eof()
         try:
-            chunk = json.loads(sse.data)
+            chunk = msgspec.json.decode(sse.data)
         except ValueError:
             raise stream_error(self._endpoint, {"error": sse.data[:200]}) from None
         if "error" in chunk:

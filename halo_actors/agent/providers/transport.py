@@ -92,8 +92,9 @@ class HttpSession:
 
 async def sse_events(
     session: HttpSession, endpoint: Endpoint, body: bytes
-) -> AsyncGenerator[SseEvent, None]:
-    """One attempt: POST ``body`` and yield the response's events as they arrive."""
+) -> AsyncGenerator[list[SseEvent], None]:
+    """One attempt: POST ``body`` and yield the response's events as they arrive, one
+    list per network read (never empty)."""
     try:
         async with session.client().stream(
             "POST", endpoint.url, content=body, headers=endpoint.headers
@@ -102,8 +103,9 @@ async def sse_events(
                 raise await _status_error(endpoint, response)
             parser = SseParser()
             async for chunk in response.aiter_raw():
-                for event in parser.feed(chunk):
-                    yield event
+                events = parser.feed(chunk)
+                if events:
+                    yield events
     except httpx.TimeoutException as exc:
         raise Transient(f"timed out ({type(exc).__name__}: no data in time)") from None
     except httpx.TransportError as exc:
