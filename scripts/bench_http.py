@@ -157,6 +157,7 @@ async def serve_halo(args: argparse.Namespace, tmp: Path) -> None:
     from halo_actors.agent.scripted import Rule, Script, ScriptedModel, Step
     from halo_actors.core.events import TextStreamed
     from halo_actors.fronts.http.app import FrontSettings
+    from halo_actors.fronts.http.limits import load_test_limits
     from halo_actors.fronts.http.server import open_server
     from halo_actors.fronts.http.tokens import TokenStore
 
@@ -165,7 +166,7 @@ async def serve_halo(args: argparse.Namespace, tmp: Path) -> None:
     token = store.create("bench", "full", tmp / "ws")
     hold = Rule(match="^hold$", steps=(Step(text="x", delay=3600),))
     model = ScriptedModel({}, fallback=Script(rules=(hold, *DEMO_SCRIPT.rules)))
-    settings = FrontSettings(tokens=store, model=model)
+    settings = FrontSettings(tokens=store, model=model, limits=load_test_limits())
     async with open_server(settings, port=0, workspaces=(tmp / "ws",)) as server:
         sup = await server.front.runtimes.get(str((tmp / "ws").resolve()))
         assert sup is not None

@@ -24,6 +24,7 @@ from halo_actors.agent.demo_agent import DEMO_SCRIPT
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from halo_actors.core.log import LogBase
 from halo_actors.fronts.http.app import FrontSettings
+from halo_actors.fronts.http.limits import load_test_limits
 from halo_actors.fronts.http.server import RunningServer, open_server
 from halo_actors.fronts.http.tokens import TokenStore
 from halo_actors.runtime.supervisor import Supervisor
@@ -217,6 +218,7 @@ async def serve_harness(tmp_path: Path, **settings: Any) -> AsyncIterator[Harnes
         "keepalive": 0.3,
         "model": ScriptedModel({}, fallback=TEST_SCRIPT),
         "token_reload": 0.0,
+        "limits": load_test_limits(streams=1000),  # tests of the limits set their own
     }
     options.update(settings)
     async with open_server(

@@ -24,6 +24,7 @@ import trio
 
 from halo_actors.core.log import LogBase
 from halo_actors.fronts.http.app import FrontSettings
+from halo_actors.fronts.http.limits import load_test_limits
 from halo_actors.fronts.http.server import RunningServer, open_server
 from halo_actors.fronts.http.tokens import TokenStore
 from halo_actors.logging import configure_logging
@@ -75,7 +76,8 @@ def top_allocations(limit: int = 25) -> dict[str, int]:
 
 
 async def main(workspace: Path, state: Path) -> None:
-    settings = FrontSettings(tokens=TokenStore(state), keepalive=5.0)
+    limits = load_test_limits()  # one token plays every load client
+    settings = FrontSettings(tokens=TokenStore(state), keepalive=5.0, limits=limits)
     stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
         async with open_server(settings, workspaces=(workspace,)) as server, stdin:

@@ -115,11 +115,10 @@ class Adapter:
         """Replay the whole history as updates, all before the answer; then register the id."""
         sid = _session_id(params)
         try:
-            body = await self._client.history(sid)
+            rows = await self._client.whole_history(sid)
         except ServerError as exc:
             raise rpc_error(exc, f"cannot load session {sid}") from None
-        rows = body.get("messages")
-        for update in replay_updates(rows if isinstance(rows, list) else []):
+        for update in replay_updates(rows):
             await self._update(sid, update)
         self._known.add(sid)
         return {}

@@ -103,11 +103,29 @@ class HaloClient:
         query = self._query(cursor=cursor) if cursor else self._query()
         return await self._json("GET", "/api/web/sessions", params=query)
 
-    async def history(self, session_id: str, since: int | None = None) -> dict[str, object]:
+    async def history(
+        self, session_id: str, since: int | None = None, before: int | None = None
+    ) -> dict[str, object]:
+        """One page of history: the newest rows (before ``before``); ``nextBefore`` pages on."""
         query = self._query(sessionId=session_id)
         if since is not None:
             query["since"] = str(max(since, 0))
+        if before is not None:
+            query["before"] = str(before)
         return await self._json("GET", "/api/web/history", params=query)
+
+    async def whole_history(self, session_id: str) -> list[object]:
+        """Every row of the session's history, oldest first, fetched page by page."""
+        rows: list[object] = []
+        before: int | None = None
+        while True:
+            body = await self.history(session_id, before=before)
+            page = body.get("messages")
+            rows[:0] = page if isinstance(page, list) else []
+            after = body.get("nextBefore")
+            if not isinstance(after, int) or (before is not None and after >= before):
+                return rows
+            before = after
 
     async def stop(self, session_id: str) -> None:
         await self._json("POST", "/api/web/stop", body=self._body(sessionId=session_id))

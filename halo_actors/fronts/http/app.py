@@ -30,6 +30,7 @@ from ...tools.files import HALO_DIR
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
 from .errors import INTERNAL, ApiError, error_body, error_response
 from .history import HistoryCache
+from .limits import Kind, Quotas, StreamTicket, TokenLimits
 from .runtimes import Runtimes
 from .tokens import TokenCache, TokenStore
 
@@ -61,7 +62,11 @@ class FrontSettings:
     """The model every runtime uses: a ``Model``, a spec (``"anthropic:<model>"``,
     ``"openai:<model>"``; endpoint and key from the environment), or None for the
     scripted demo agent. Profiles may name models of their own."""
-    token_reload: float = 1.0
+    token_reload: float = 0.5
+    """Seconds between checks of the token file: a revoked token stops working, and its
+    open streams end, within this (plus one read of the file)."""
+    limits: TokenLimits = field(default_factory=TokenLimits)
+    """Per-token limits: open streams, mints and chats per minute, history pages."""
 
 
 @dataclass
@@ -75,11 +80,15 @@ class Front:
     active: ActiveSessions = field(default_factory=ActiveSessions)
     history: HistoryCache = field(default_factory=HistoryCache)
     tokens: TokenCache = field(init=False)
-    open_streams: int = 0
-    """SSE responses and WebSockets in flight (a statistic for tests and shutdown)."""
+    quotas: Quotas = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tokens = TokenCache(self.settings.tokens, reload_every=self.settings.token_reload)
+        self.quotas = Quotas(self.settings.limits)
+        self.tokens = TokenCache(
+            self.settings.tokens,
+            reload_every=self.settings.token_reload,
+            on_revoked=self.quotas.revoke,
+        )
 
     @property
     def hidden_state(self) -> tuple[str, ...]:
@@ -101,11 +110,19 @@ class Front:
         workspaces = self.tokens.workspaces()
         return [str(self.settings.tokens.state_dir), *(f"{w}/{HALO_DIR}" for w in workspaces)]
 
-    def stream_opened(self) -> None:
-        self.open_streams += 1
+    def open_stream(self, caller: Caller) -> StreamTicket:
+        """A slot for one SSE stream or WebSocket of ``caller``: 429 past its token's
+        limit; its ``revoked`` is set if the token is revoked. Release it once closed."""
+        return self.quotas.open_stream(caller.token.sha256)
 
-    def stream_closed(self) -> None:
-        self.open_streams -= 1
+    @property
+    def open_streams(self) -> int:
+        """SSE responses and WebSockets in flight (a statistic for tests and shutdown)."""
+        return self.quotas.open_total
+
+    def charge(self, caller: Caller, kind: Kind) -> None:
+        """Count a chat or a mint against ``caller``'s token (429 past its rate)."""
+        self.quotas.charge(caller.token.sha256, kind)
 
 
 class _Cors(CORSMiddleware):

@@ -37,10 +37,12 @@ log = get_logger("halo_actors.http")
 class ApiError(Exception):
     """An answer decided by the front: ``status`` and the ``error`` message."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.headers = headers or {}
+        """Sent with the answer (``retry-after`` on a 429)."""
 
 
 STATUS_TABLE: Final[tuple[tuple[type[HaloError], int], ...]] = (
@@ -94,7 +96,8 @@ def error_response(exc: BaseException) -> JSONResponse:
     status = status_of(exc)
     if status == 500:
         log.error("request_failed", error=repr(exc))
-    return JSONResponse({"error": message_of(exc)}, status_code=status)
+    headers = exc.headers if isinstance(exc, ApiError) else None
+    return JSONResponse({"error": message_of(exc)}, status_code=status, headers=headers)
 
 
 def error_body(status: int, message: str) -> JSONResponse:

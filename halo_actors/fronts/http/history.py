@@ -19,6 +19,13 @@ The text keeps ``MEDIA:`` lines as logged (readers strip them like the stream
 does). Only the addressed session's own records count: sub-session rows never
 appear. ``since`` keeps rows with ``timestamp >= since``, filtered before encoding.
 
+Paging (:meth:`HistoryCache.page`): a page holds the newest rows (with ``id <
+before`` when ``before`` is given), at most ``limit`` of them and no more encoded
+bytes than ``max_bytes`` (one row at least), in log order; ``next_before`` is the
+page's first id when older rows remain (the next page's ``before``), else None.
+Rows are selected and encoded in a worker thread, holding the entry's lock so no
+fold changes them meanwhile: a big history never encodes on the event loop.
+
 :class:`HistoryCache` keeps one incremental fold per recently read session (LRU,
 ``capacity`` entries), reading only the records logged since its last read; a
 per-entry lock keeps two concurrent readers from folding the same records twice.
@@ -26,9 +33,11 @@ per-entry lock keeps two concurrent readers from folding the same records twice.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+import msgspec
 import trio
 
 from ...core.conversation import TextBlock, ThinkingBlock, ToolUseBlock
@@ -109,16 +118,46 @@ class HistoryFold:
         target["isError"] = e.is_error
         self.pending.remove(target)
 
-    def since(self, since: int | None) -> list[Row]:
-        if since is None:
-            return list(self.rows)
-        return [r for r in self.rows if _timestamp(r) >= since]
+
+@dataclass(frozen=True)
+class HistoryPage:
+    messages: bytes
+    """The page's rows as one encoded JSON array."""
+    next_before: int | None
+    """The ``before`` of the next (older) page, or None on the oldest one."""
 
 
-def _timestamp(row: Row) -> int:
-    ts = row["timestamp"]
-    assert isinstance(ts, int)
-    return ts
+_encoder = msgspec.json.Encoder()
+
+
+def _int(row: Row, key: str) -> int:
+    value = row[key]
+    assert isinstance(value, int)
+    return value
+
+
+def encode_page(
+    rows: list[Row], since: int | None, before: int | None, limit: int, max_bytes: int
+) -> HistoryPage:
+    """Select and encode one page (see the module docstring); blocking, for a thread."""
+    end = len(rows) if before is None else bisect_left(rows, before, key=lambda r: _int(r, "id"))
+    picked: list[bytes] = []
+    size, oldest, more = 0, None, False
+    for row in reversed(rows[:end]):  # newest first; timestamps never decrease along the log
+        if since is not None and _int(row, "timestamp") < since:
+            break
+        if len(picked) == limit:
+            more = True
+            break
+        encoded = _encoder.encode(row)
+        if picked and size + len(encoded) > max_bytes:
+            more = True
+            break
+        picked.append(encoded)
+        size += len(encoded) + 1
+        oldest = _int(row, "id")
+    body = b"[" + b",".join(reversed(picked)) + b"]"
+    return HistoryPage(body, oldest if more else None)
 
 
 @dataclass
@@ -135,8 +174,17 @@ class HistoryCache:
         self.capacity = capacity
         self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
 
-    async def rows(self, sup: Supervisor, session_id: str, since: int | None) -> list[Row]:
-        """The session's rows (it must exist), folded up to its latest applied record."""
+    async def page(
+        self,
+        sup: Supervisor,
+        session_id: str,
+        *,
+        since: int | None,
+        before: int | None,
+        limit: int,
+        max_bytes: int,
+    ) -> HistoryPage:
+        """One page of the session's rows (it must exist), folded up to its latest record."""
         key = (str(sup.workspace.root), session_id)
         state = sup.state(session_id)
         entry = self._entries.get(key)
@@ -145,8 +193,6 @@ class HistoryCache:
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
         self._entries.move_to_end(key)
-        if entry.cursor >= state.last_seq and not entry.lock.locked():
-            return entry.fold.since(since)  # nothing new: no lock, no checkpoint
         async with entry.lock:
             last = sup.state(session_id).last_seq
             if entry.cursor < last:
@@ -154,4 +200,5 @@ class HistoryCache:
                 for record in await sup.log.read(flt, after_seq=entry.cursor, until_seq=last):
                     entry.fold.apply(record)
                 entry.cursor = last
-            return entry.fold.since(since)
+            rows = entry.fold.rows
+            return await trio.to_thread.run_sync(encode_page, rows, since, before, limit, max_bytes)

@@ -103,6 +103,9 @@ COMMON_ERRORS: Final = {
 }
 
 
+LIMITED: Final = {"429": _error("past a per-token limit (open streams, chats or mints a minute)")}
+
+
 def _op(summary: str, responses: dict[str, Schema], **more: object) -> Schema:
     op: Schema = {"summary": summary, "responses": {**responses, **COMMON_ERRORS}}
     op.update(more)
@@ -158,8 +161,9 @@ def _answer_schemas() -> dict[str, Schema]:
                 "sessionId": _STR,
                 "messages": {"type": "array", "items": _ref("HistoryRow")},
                 "running": {"type": "boolean"},
+                "nextBefore": {"type": ["integer", "null"]},
             },
-            ("sessionId", "messages", "running"),
+            ("sessionId", "messages", "running", "nextBefore"),
         ),
         "HistoryRow": _obj(
             {
@@ -260,6 +264,7 @@ def _writing_paths() -> dict[str, Schema]:
                     "404": _error("not found"),
                     "409": _error("session archived or deleted"),
                     "413": _error("body or message too large"),
+                    **LIMITED,
                 },
                 requestBody=_body("ChatRequest", True),
                 parameters=target,
@@ -268,7 +273,11 @@ def _writing_paths() -> dict[str, Schema]:
         "/api/web/sessions": {
             "post": _op(
                 "Mint and create a root session in the token's namespace",
-                {"200": _json("the new id", _ref("Minted")), "413": _error("body too large")},
+                {
+                    "200": _json("the new id", _ref("Minted")),
+                    "413": _error("body too large"),
+                    **LIMITED,
+                },
                 requestBody=_body("MintRequest", False),
                 parameters=WORKSPACE_PARAMS,
             ),
@@ -297,15 +306,24 @@ def _reading_paths() -> dict[str, Schema]:
     return {
         "/api/web/history": {
             "get": _op(
-                "The session's history",
+                "One page of the session's history: its newest rows, in log order",
                 {"200": _json("history", _ref("History")), "404": _error("session not found")},
-                parameters=[_param("since", "query", "epoch ms", _DIGITS), *target],
+                parameters=[
+                    _param("since", "query", "epoch ms", _DIGITS),
+                    _param("limit", "query", "rows per page: default 200, 1 to 1000", _DIGITS),
+                    _param("before", "query", "only rows with id < before (nextBefore)", _DIGITS),
+                    *target,
+                ],
             )
         },
         "/api/web/subscribe": {
             "get": _op(
                 "SSE: reattach to the session (one complete when idle); resumable",
-                {"200": _sse("SSE frames (see Frame)"), "404": _error("session not found")},
+                {
+                    "200": _sse("SSE frames (see Frame)"),
+                    "404": _error("session not found"),
+                    **LIMITED,
+                },
                 parameters=[
                     _param("lastEventId", "query", "resume after this id", _EVENT_ID),
                     _param("last-event-id", "header", "resume after this id", _EVENT_ID),
@@ -340,6 +358,7 @@ def _reading_paths() -> dict[str, Schema]:
                 {
                     "101": {"description": "switching protocols"},
                     "426": _error("a plain HTTP request: this route needs a WebSocket upgrade"),
+                    **LIMITED,
                 },
                 parameters=[_param("lastEventId", "query", "resume", _EVENT_ID), *target],
             )

@@ -42,14 +42,21 @@ def _json(body: object) -> Response:
     return Response(_encoder.encode(body), media_type="application/json")
 
 
-def stream(front: Front, plan: StreamPlan) -> EventStream:
-    front.stream_opened()
+async def _json_off_loop(body: object) -> Response:
+    """A JSON answer that may be large, encoded in a worker thread (never on the loop)."""
+    encoded = await trio.to_thread.run_sync(_encoder.encode, body)
+    return Response(encoded, media_type="application/json")
+
+
+def stream(front: Front, caller: Caller, plan: StreamPlan) -> EventStream:
+    ticket = front.open_stream(caller)
     return EventStream(
         plan,
         keepalive=front.settings.keepalive,
         coalesce=front.settings.coalesce,
         draining=front.draining,
-        on_close=front.stream_closed,
+        on_close=ticket.release,
+        revoked=ticket.revoked,
     )
 
 
@@ -73,6 +80,7 @@ async def _address(
 async def chat(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
+    front.charge(caller, "chat")
     body = await _body(front, request, ChatBody)
     check_chat(body)
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
@@ -83,7 +91,7 @@ async def chat(request: Request) -> Response:
     command = parse_command(body.message)
     if command is not None:
         plan = await command_stream(front, caller, sup, workspace, session_id, command)
-        return stream(front, plan)
+        return stream(front, caller, plan)
     plan = ChatPlan(
         sup,
         session_id,
@@ -93,12 +101,13 @@ async def chat(request: Request) -> Response:
         front.settings.subscriber_buffer,
         caller.token.access,
     )
-    return stream(front, plan)
+    return stream(front, caller, plan)
 
 
 async def mint_session(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
+    front.charge(caller, "mint")
     body = await _body(front, request, MintBody, optional=True)
     workspace, _ = await _address(front, request, caller, body.workspace, None)
     caller.require_write()
@@ -119,7 +128,8 @@ async def list_sessions(request: Request) -> Response:
     rows = _page(sup, caller, cursor, PAGE_SIZE + 1) if sup is not None else []
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     next_cursor = rows[-1]["updatedAt"] if more else None
-    return _json({"workspace": workspace, "sessions": rows, "nextCursor": next_cursor})
+    page = {"workspace": workspace, "sessions": rows, "nextCursor": next_cursor}
+    return await _json_off_loop(page)  # 50 titles may be long
 
 
 def _page(
@@ -154,17 +164,31 @@ async def stop(request: Request) -> Response:
 async def history(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    since = digits(request.query_params.get("since"), "since")
+    q, limits = request.query_params, front.settings.limits
+    since = digits(q.get("since"), "since")
+    before = digits(q.get("before"), "before")
+    limit = digits(q.get("limit"), "limit")
+    if limit is not None and not 0 < limit <= limits.history_max_limit:
+        raise ApiError(400, f"Invalid limit (1 to {limits.history_max_limit})")
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
     if sup is None or not sup.exists(session_id):
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)
-        return _json({"sessionId": session_id, "messages": [], "running": False})
-    rows = await front.history.rows(sup, session_id, since)
+        empty = {"sessionId": session_id, "messages": [], "running": False, "nextBefore": None}
+        return _json(empty)
+    page = await front.history.page(
+        sup,
+        session_id,
+        since=since,
+        before=before,
+        limit=limit or limits.history_limit,
+        max_bytes=limits.history_max_bytes,
+    )
     running = is_busy(sup, session_id)
-    return _json({"sessionId": session_id, "messages": rows, "running": running})
+    body = {"sessionId": session_id, "messages": msgspec.Raw(page.messages), "running": running}
+    return _json(body | {"nextBefore": page.next_before})
 
 
 async def subscribe(request: Request) -> Response:
@@ -183,9 +207,9 @@ async def subscribe(request: Request) -> Response:
         async def idle(_: AsyncExitStack) -> list[Frame]:
             return [session_frame(cursor, session_id), complete_frame(cursor)]
 
-        return stream(front, FixedPlan(idle))
+        return stream(front, caller, FixedPlan(idle))
     buffer = front.settings.subscriber_buffer
-    return stream(front, SubscribePlan(sup, session_id, after, buffer))
+    return stream(front, caller, SubscribePlan(sup, session_id, after, buffer))
 
 
 async def serve_file(request: Request) -> Response:

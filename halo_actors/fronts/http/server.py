@@ -116,6 +116,7 @@ async def open_server(
                 binds: list[str] = await server_nursery.start(
                     partial(serve, app, config, shutdown_trigger=shutdown_trigger)
                 )
+                server_nursery.start_soon(front.tokens.watch, front.draining)
                 log.info("http_listening", binds=binds)
                 try:
                     yield RunningServer(front, binds)

@@ -18,8 +18,8 @@ Lifecycle of one response:
    stream: events are never skipped) while the writer coalesces whatever is ready
    (waiting up to ``coalesce`` seconds for more, when set) into one write, and sends
    ``: keepalive`` after ``keepalive`` idle seconds.
-3. Every exit (error, end of plan, disconnect, draining) leaves ``stack``, which
-   releases the listener. A disconnect never reaches the runtime: the turn goes on.
+3. Every exit (error, end of plan, disconnect, draining, the token's revocation)
+   leaves ``stack``, which releases the listener. A disconnect never reaches the runtime: the turn goes on.
 """
 
 from __future__ import annotations
@@ -73,6 +73,7 @@ class EventStream(Response):
         draining: trio.Event,
         coalesce: float = 0.0,
         on_close: Callable[[], None] | None = None,
+        revoked: trio.Event | None = None,
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -81,6 +82,8 @@ class EventStream(Response):
         self.keepalive = keepalive
         self.coalesce = coalesce
         self.draining = draining
+        self.revoked = revoked
+        """Set when the caller's token is revoked: the stream ends like on draining."""
         self.on_close = on_close
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -89,6 +92,8 @@ class EventStream(Response):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_cancel_on_disconnect, receive, nursery.cancel_scope)
                 nursery.start_soon(_cancel_on_event, self.draining, nursery.cancel_scope)
+                if self.revoked is not None:
+                    nursery.start_soon(_cancel_on_event, self.revoked, nursery.cancel_scope)
                 refused = await self._respond(send)
                 nursery.cancel_scope.cancel()
             if refused is not None:

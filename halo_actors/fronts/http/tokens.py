@@ -12,9 +12,12 @@ Invariants:
 - the file is replaced atomically (write a temporary file, ``fsync``, rename) with
   mode 0600, in a state directory kept 0700, so a reader sees the old or the new list, never a torn one; two CLI
   writers racing each other can lose one change (last rename wins);
-- :class:`TokenCache` re-reads the file when its mtime changes, checked at most
-  once per ``reload_every`` seconds, so a revocation takes effect within that time;
-  a damaged file is logged and the tokens read before stay in force.
+- :class:`TokenCache` re-reads the file when it changes (its inode, size or mtime:
+  every save is a new inode), checked at most once per ``reload_every`` seconds and,
+  while the server runs, at least that often (:meth:`TokenCache.watch`), so a
+  revocation takes effect within that time (plus one read of the file). It then
+  reports the tokens that vanished or changed (``on_revoked``): the front ends their
+  open streams. A damaged file is logged and the tokens read before stay in force.
 
 Blocking file I/O; the server calls it through ``trio.to_thread.run_sync``.
 """
@@ -28,6 +31,7 @@ import re
 import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
@@ -152,11 +156,13 @@ class TokenStore:
             self._save([t for t in tokens if t is not gone])
         return gone
 
-    def mtime(self) -> float:
+    def version(self) -> tuple[int, int, int]:
+        """Changes whenever the file is saved (a save renames a new inode into place)."""
         try:
-            return self.path.stat().st_mtime
+            st = self.path.stat()
         except FileNotFoundError:
-            return 0.0
+            return (0, 0, 0)
+        return (st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _save(self, tokens: list[TokenInfo]) -> None:
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -178,11 +184,18 @@ class TokenStore:
 class TokenCache:
     """The server's view of a :class:`TokenStore`: a hash → token map, reloaded on change."""
 
-    def __init__(self, store: TokenStore, *, reload_every: float = 1.0) -> None:
+    def __init__(
+        self,
+        store: TokenStore,
+        *,
+        reload_every: float = 0.5,
+        on_revoked: Callable[[list[str]], None] = lambda hashes: None,
+    ) -> None:
         self.store = store
         self._reload_every = reload_every
+        self._on_revoked = on_revoked
         self._by_hash: dict[str, TokenInfo] = {}
-        self._mtime = -1.0
+        self._version: tuple[int, int, int] | None = None
         self._checked_at = -float("inf")
         self._lock = trio.Lock()
 
@@ -205,14 +218,26 @@ class TokenCache:
             finally:
                 self._checked_at = trio.current_time()
 
+    async def watch(self, until: trio.Event) -> None:
+        """Re-check the file every ``reload_every`` seconds (at least every 0.1 s apart)
+        until ``until`` is set, so a revocation ends open streams with no request."""
+        while True:
+            with trio.move_on_after(max(self._reload_every, 0.1)):
+                await until.wait()
+                return
+            await self._refresh()
+
     async def _reload_if_changed(self) -> None:
-        mtime = await trio.to_thread.run_sync(self.store.mtime)
-        if mtime == self._mtime:
+        version = await trio.to_thread.run_sync(self.store.version)
+        if version == self._version:
             return
         try:
             tokens = await trio.to_thread.run_sync(self.store.load)
         except (InvalidInput, OSError) as exc:  # keep serving with the tokens we had
             log.error("token_file_unreadable", path=str(self.store.path), error=str(exc))
             return
-        self._by_hash = {t.sha256: t for t in tokens}
-        self._mtime = mtime
+        before, self._by_hash = self._by_hash, {t.sha256: t for t in tokens}
+        self._version = version
+        gone = [h for h, t in before.items() if self._by_hash.get(h) != t]
+        if gone:
+            self._on_revoked(gone)

@@ -8,7 +8,8 @@ messages: a ``session`` frame, then every client frame of the session with its
 ``seq``, including ``complete`` frames **with** ``batchBoundary`` (present even
 when false). The channel does not end at a ``complete``; it ends when the client
 closes (any code, 1006 included), when the listener overflows (close 1013 with the
-cursor to resume after), or when the server drains (close 1001). Inbound messages
+cursor to resume after), when the server drains (close 1001), or when the token is
+revoked (close 1008). A token past its open-stream limit is denied with 429. Inbound messages
 are ignored. A plain HTTP ``GET`` of the route (no upgrade) is answered ``426``.
 """
 
@@ -22,7 +23,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from ...core.errors import HaloError, SubscriptionClosed, SubscriptionOverflow
 from ...core.log import EventFilter, Subscription
 from ...core.logger import get_logger
-from .addressing import authenticate, check_session_id, pick
+from .addressing import Caller, authenticate, check_session_id, pick
 from .app import Front
 from .body import resume_id
 from .errors import ApiError, error_response
@@ -32,6 +33,7 @@ from .streams import media_state_at
 log = get_logger("halo_actors.http")
 CLOSE_GOING_AWAY = 1001
 CLOSE_TRY_AGAIN = 1013
+CLOSE_POLICY = 1008
 
 
 UPGRADE_REQUIRED = "this route needs a WebSocket upgrade"
@@ -50,16 +52,15 @@ async def push(websocket: WebSocket) -> None:
     front = websocket.app.state.front
     assert isinstance(front, Front)
     try:
-        target = await _target(front, websocket)
+        caller, workspace, session_id, after = await _target(front, websocket)
+        sup = await front.runtimes.get(workspace)
+        ticket = front.open_stream(caller)
     except (ApiError, HaloError) as exc:
         await websocket.send_denial_response(error_response(exc))
         return
-    workspace, session_id, after = target
-    sup = await front.runtimes.get(workspace)
     assert sup is not None
     flt = EventFilter(session_id=session_id)
     cursor = sup.log.last_seq if after is None else after.after_seq
-    front.stream_opened()
     try:
         buffer = front.settings.subscriber_buffer
         async with sup.log.subscribe(flt, cursor, buffer_size=buffer) as sub:
@@ -69,22 +70,23 @@ async def push(websocket: WebSocket) -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_until_client_leaves, websocket, nursery.cancel_scope)
                 nursery.start_soon(_until_draining, front, websocket, nursery.cancel_scope)
+                nursery.start_soon(_until_revoked, ticket.revoked, websocket, nursery.cancel_scope)
                 await _forward(websocket, sub, Projector(push=True, media=media, skip=after))
                 nursery.cancel_scope.cancel()
     finally:
-        front.stream_closed()
+        ticket.release()
 
 
-async def _target(front: Front, websocket: WebSocket) -> tuple[str, str, Resume | None]:
+async def _target(front: Front, websocket: WebSocket) -> tuple[Caller, str, str, Resume | None]:
     q, h = websocket.query_params, websocket.headers
     caller = await authenticate(front.tokens, h, q)
     workspace = await front.workspace(caller, pick(None, q, h, "workspace", "x-workspace"))
     explicit = pick(None, q, h, "sessionId", "x-session-id")
     after = resume_id(q.get("lastEventId") or h.get("last-event-id"), "lastEventId")
     if explicit is not None:
-        return workspace, check_session_id(caller, explicit), after
+        return caller, workspace, check_session_id(caller, explicit), after
     sup = await front.runtimes.get(workspace, create=False)
-    return workspace, front.active.resolve(workspace, caller, sup), after
+    return caller, workspace, front.active.resolve(workspace, caller, sup), after
 
 
 async def _forward(websocket: WebSocket, sub: Subscription, projector: Projector) -> None:
@@ -107,6 +109,15 @@ async def _until_client_leaves(websocket: WebSocket, scope: trio.CancelScope) ->
                 break
     except WebSocketDisconnect:
         pass
+    scope.cancel()
+
+
+async def _until_revoked(
+    revoked: trio.Event, websocket: WebSocket, scope: trio.CancelScope
+) -> None:
+    await revoked.wait()
+    with trio.CancelScope(shield=True, deadline=trio.current_time() + 1):
+        await websocket.close(CLOSE_POLICY, "the token was revoked")
     scope.cancel()
 
 
