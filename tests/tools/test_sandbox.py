@@ -194,7 +194,8 @@ async def test_a_hard_kill_ends_the_whole_confined_command(
                 )
     assert scope.cancelled_caught
     assert live_group_members(pgids[0]) == []
-    assert not any(p.name.startswith("halo_actors-") for p in _cgroup_dirs())
+    # Only this process's cgroups: other servers on the machine make their own.
+    assert not any(p.name.startswith(f"halo_actors-{os.getpid()}-") for p in _cgroup_dirs())
 
 
 @sandboxed
@@ -229,7 +230,9 @@ async def test_a_fork_bomb_stops_at_the_process_limit(
     # The shell itself may fail to fork its `sleep` once the bomb fills the limit:
     # then it ends early, and the PID namespace (every bomb process) ends with it.
     assert "fork" in result.output.lower()  # the shell says it could not fork
-    assert 3 <= peak <= 16 + 2  # the limit, plus bubblewrap's two processes outside it
+    # The bomb may fill the limit and die between two looks, so only the bound is
+    # checked: the shell's fork error above is the proof that the limit was reached.
+    assert peak <= 16 + 2  # the limit, plus bubblewrap's two processes outside it
     assert live_group_members(pgids[0]) == []
 
 
