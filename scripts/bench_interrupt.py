@@ -7,7 +7,11 @@ to ``run_shell`` having raised (its whole process group gone). Cases:
 - ``term``: ``sleep 60``, which dies on SIGTERM;
 - ``ignore``: ``trap "" TERM; sleep 60``, which only dies on SIGKILL after the grace;
 - ``baseline``: the same cancel of ``trio.run_process(["sleep", "60"])`` with trio's own
-  policy (SIGTERM to the one process), measured in the same run for comparison.
+  policy (SIGTERM to the one process), measured in the same run for comparison;
+- ``sandbox_term`` / ``sandbox_ignore``: ``term`` and ``ignore`` run in the workspace
+  sandbox (bubblewrap; ``tools/sandbox.py``), timed to the end of the sandbox's own
+  cleanup (the pids cgroup of a root server removed). Skipped, with a line saying why,
+  where the sandbox cannot start.
 
 Human lines first; the last line is one JSON object.
 
@@ -26,6 +30,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
+from halo_actors.tools.sandbox import Sandbox, SandboxUnavailable, ShellConfinement
 from halo_actors.tools.shell import ShellLimits, process_group_alive, run_shell
 
 Started = Callable[[int], None]
@@ -81,6 +86,16 @@ def _shell_runner(command: str, limits: ShellLimits, cwd: str) -> Runner:
     return run
 
 
+def _sandboxed_runner(command: str, limits: ShellLimits, cwd: str, sandbox: Sandbox) -> Runner:
+    policy = ShellConfinement(sandbox).policy(cwd)
+
+    async def run(started: Started) -> object:
+        async with sandbox.confine(policy) as wrap:
+            return await run_shell(command, cwd, limits, on_spawn=started, wrap=wrap)
+
+    return run
+
+
 def _trio_runner() -> Runner:
     async def run(started: Started) -> object:
         # Its own group only so the poller can find it; trio signals the one process.
@@ -117,19 +132,30 @@ def _pct(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-async def _main(runs: int, grace: float) -> dict[str, float | int]:
+async def _main(runs: int, grace: float) -> dict[str, float | int | str]:
+    limits = ShellLimits(kill_grace=grace)
+    ignoring = "trap '' TERM; sleep 60"
     with tempfile.TemporaryDirectory() as cwd:
         base, base_left = await _measure("baseline", _trio_runner(), runs)
-        term, term_left = await _measure(
-            "term", _shell_runner("sleep 60", ShellLimits(kill_grace=grace), cwd), runs
-        )
-        ignore, ignore_left = await _measure(
-            "ignore",
-            _shell_runner("trap '' TERM; sleep 60", ShellLimits(kill_grace=grace), cwd),
-            runs,
-        )
+        term, term_left = await _measure("term", _shell_runner("sleep 60", limits, cwd), runs)
+        ignore, ignore_left = await _measure("ignore", _shell_runner(ignoring, limits, cwd), runs)
+        sandbox = Sandbox()
+        try:
+            await sandbox.ensure_ready(cwd)
+        except SandboxUnavailable as exc:
+            print(f"sandbox cases skipped: {exc}")
+            boxed: dict[str, list[float]] = {}
+            boxed_left = 0
+        else:
+            sb_term, left_a = await _measure(
+                "sb_term", _sandboxed_runner("sleep 60", limits, cwd, sandbox), runs
+            )
+            sb_ignore, left_b = await _measure(
+                "sb_ignore", _sandboxed_runner(ignoring, limits, cwd, sandbox), runs
+            )
+            boxed, boxed_left = {"term": sb_term, "ignore": sb_ignore}, left_a + left_b
     grace_ms = grace * 1000
-    return {
+    out: dict[str, float | int | str] = {
         "runs": runs,
         "grace_ms": grace_ms,
         "term_p50_ms": round(_pct(term, 50), 3),
@@ -141,8 +167,19 @@ async def _main(runs: int, grace: float) -> dict[str, float | int]:
         "ignore_p99_over_grace_ms": round(_pct(ignore, 99) - grace_ms, 3),
         "baseline_trio_run_process_p50_ms": round(_pct(base, 50), 3),
         "baseline_trio_run_process_p99_ms": round(_pct(base, 99), 3),
-        "leftover_groups": term_left + ignore_left + base_left,
+        "leftover_groups": term_left + ignore_left + base_left + boxed_left,
     }
+    if boxed:
+        sb_term, sb_ignore = boxed["term"], boxed["ignore"]
+        out |= {
+            "sandbox_term_p50_ms": round(_pct(sb_term, 50), 3),
+            "sandbox_term_p99_ms": round(_pct(sb_term, 99), 3),
+            "sandbox_term_max_ms": round(max(sb_term), 3),
+            "sandbox_term_p99_over_term_p99_ms": round(_pct(sb_term, 99) - _pct(term, 99), 3),
+            "sandbox_ignore_p50_over_grace_ms": round(_pct(sb_ignore, 50) - grace_ms, 3),
+            "sandbox_ignore_p99_over_grace_ms": round(_pct(sb_ignore, 99) - grace_ms, 3),
+        }
+    return out
 
 
 def main() -> None:

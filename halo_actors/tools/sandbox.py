@@ -67,6 +67,12 @@ recreated as the same symlink)."""
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "ssh", "ssl/private", "sudoers.d")
 """Under ``/etc``: masked, for a server running as root (who owns them all)."""
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+LAUNCHER = 'trap "" TERM; exec "$@"'
+"""Runs bubblewrap with SIGTERM ignored, so the group's SIGTERM reaches the command but
+not bubblewrap, whose death would SIGKILL the sandbox at once (``--die-with-parent``):
+the command keeps its grace period before the group's SIGKILL, as unconfined."""
+LAUNCHER_CGROUP = 'trap "" TERM; echo 0 > "$0" && exec "$@"'
+"""The same, first joining the pids cgroup whose ``cgroup.procs`` is ``$0``."""
 INSTALL_FIX = "install bubblewrap (Debian/Ubuntu: apt-get install -y bubblewrap)"
 
 
@@ -111,6 +117,9 @@ def bwrap_argv(
     for path in _inside(policy.hidden, policy.workspace):
         argv += _mask(path)
     argv += ["--chdir", policy.workspace, "--"]
+    # The launcher made bubblewrap ignore SIGTERM (see LAUNCHER): the command gets the
+    # default action back, so it still dies on (or handles) the group's SIGTERM.
+    argv += ["env", "--default-signal=TERM"]
     if nproc_limit:
         n = str(policy.max_processes)
         argv += ["prlimit", f"--nproc={n}:{n}", "--"]
@@ -190,7 +199,12 @@ class Sandbox:
         assert self.bwrap is not None
         bwrap, disable = self.bwrap, self._disable_userns
         if self._cgroup is None:
-            yield lambda command: bwrap_argv(bwrap, policy, command, disable_userns=disable)
+
+            def launch(command: list[str]) -> list[str]:
+                inner = bwrap_argv(bwrap, policy, command, disable_userns=disable)
+                return ["/bin/sh", "-c", LAUNCHER, "sh", *inner]
+
+            yield launch
             return
         cgroup = self._cgroup
         name = f"halo_actors-{os.getpid()}-{secrets.token_hex(4)}"
@@ -202,7 +216,7 @@ class Sandbox:
                     bwrap, policy, command, disable_userns=disable, nproc_limit=False
                 )
                 # The launcher joins the cgroup, then becomes bubblewrap (same pid and group).
-                return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', procs, *inner]
+                return ["/bin/sh", "-c", LAUNCHER_CGROUP, procs, *inner]
 
             yield wrap
         finally:

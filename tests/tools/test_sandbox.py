@@ -199,6 +199,33 @@ async def test_a_hard_kill_ends_the_whole_confined_command(
 
 
 @sandboxed
+async def test_a_confined_command_keeps_its_grace_to_clean_up_after_sigterm(
+    sandbox: Sandbox, layout: tuple[Path, Path]
+) -> None:
+    """Rule: process-group kill works exactly as before: SIGTERM to the group, the
+    command's own handler runs within the grace, then SIGKILL for what is left."""
+    ws, _ = layout
+    pgids: list[int] = []
+    command = "trap 'sleep 0.2; echo cleaned > cleaned.txt; exit 3' TERM; sleep 60 & wait"
+    with trio.fail_after(BUDGET):
+        with trio.move_on_after(30) as scope:
+            async with trio.open_nursery() as nursery:
+
+                async def cancel_when_running() -> None:
+                    while not pgids or len(live_group_members(pgids[0])) < 4:  # noqa: ASYNC110
+                        await trio.sleep(0.01)
+                    scope.cancel()
+
+                nursery.start_soon(cancel_when_running)
+                await confined(
+                    sandbox, ws, command, limits=ShellLimits(kill_grace=5), on_spawn=pgids
+                )
+    assert scope.cancelled_caught
+    assert (ws / "cleaned.txt").read_text() == "cleaned\n"
+    assert live_group_members(pgids[0]) == []
+
+
+@sandboxed
 async def test_a_fork_bomb_stops_at_the_process_limit(
     sandbox: Sandbox, layout: tuple[Path, Path]
 ) -> None:
@@ -285,4 +312,7 @@ def test_the_policy_masks_only_paths_inside_the_workspace(tmp_path: Path) -> Non
     assert argv[argv.index(str(ws / "tokens.json")) - 1] == "/dev/null"
     assert str(tmp_path / "elsewhere") not in argv
     assert "--share-net" not in argv and "--new-session" not in argv
-    assert argv[-6:] == ["prlimit", "--nproc=256:256", "--", "sh", "-c", "true"]
+    assert argv[-8:] == [
+        *("env", "--default-signal=TERM", "prlimit", "--nproc=256:256", "--"),
+        *("sh", "-c", "true"),
+    ]
