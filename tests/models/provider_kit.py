@@ -75,14 +75,18 @@ WIRES = [ANTHROPIC, OPENAI]
 
 @asynccontextmanager
 async def serving(
-    wire: Wire, answer: Callable[[Seen], Reply] | None = None
+    wire: Wire, answer: Callable[[Seen], Reply] | None = None, *, broken_bodies: bool = False
 ) -> AsyncIterator[WireServer]:
+    """A loopback API for one test. Every request body it received must pass the wire
+    check (the SDK's request type and the conversation rules), unless the test sends a
+    broken one on purpose (``broken_bodies``)."""
     async with trio.open_nursery() as nursery:
         server = await nursery.start(WireServer(wire.check, answer).serve)
         try:
             yield server
         finally:
             nursery.cancel_scope.cancel()
+    assert broken_bodies or server.problems == [], server.problems
 
 
 SHELL = ToolSpec(

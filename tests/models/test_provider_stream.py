@@ -232,7 +232,7 @@ async def test_a_broken_conversation_fails_the_wire_check(wire: Wire) -> None:
     from halo_actors.agent.model import ModelRejected
 
     broken = (LOOP[0], LOOP[1], user_text("no results here"))
-    async with serving(wire) as server:
+    async with serving(wire, broken_bodies=True) as server:
         with pytest.raises(ModelRejected, match="has no tool"):
             await collect(wire.model(server), request(*broken))
     assert any("has no tool" in p for p in server.problems)

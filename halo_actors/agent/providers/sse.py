@@ -35,31 +35,31 @@ class SseParser:
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         """Every event completed by ``chunk``, in order."""
-        if self._partial:
-            chunk = self._partial + chunk
-        lines = chunk.split(b"\n")
-        self._partial = lines.pop()
+        cut = chunk.rfind(b"\n")
+        if cut < 0:
+            self._partial += chunk
+            return []
+        complete = self._partial + chunk[: cut + 1] if self._partial else chunk[: cut + 1]
+        self._partial = chunk[cut + 1 :]
+        # Complete lines only: a UTF-8 character never straddles the cut at a newline.
+        lines = complete.decode("utf-8", errors="replace").split("\n")
+        lines.pop()  # the empty string after the last newline
         out: list[SseEvent] = []
-        for raw in lines:
-            line = raw[:-1] if raw.endswith(b"\r") else raw
+        for line in lines:
+            if line.endswith("\r"):
+                line = line[:-1]
             if not line:
                 if self._data:
                     out.append(SseEvent(self._event, "\n".join(self._data)))
                 self._event, self._data = "", []
-                continue
-            self._field(line.decode("utf-8", errors="replace"))
+            elif line.startswith("data:"):
+                self._data.append(line[6:] if line.startswith("data: ") else line[5:])
+            elif line == "data":
+                self._data.append("")
+            elif line.startswith("event:"):
+                self._event = line[7:] if line.startswith("event: ") else line[6:]
+            # comments (":" first), ``id``, ``retry`` and unknown fields are ignored
         return out
-
-    def _field(self, line: str) -> None:
-        if line.startswith(":"):
-            return
-        name, colon, value = line.partition(":")
-        if colon and value.startswith(" "):
-            value = value[1:]
-        if name == "data":
-            self._data.append(value)
-        elif name == "event":
-            self._event = value
 
     @property
     def pending(self) -> bool:
