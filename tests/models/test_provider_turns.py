@@ -3,6 +3,7 @@ the loopback APIs: tool loops, interrupts, and the failures the turn loop answer
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from halo_actors.core.events import (
     Event,
     Notified,
     TextStreamed,
+    ToolCalled,
     ToolReturned,
     UsageReported,
 )
@@ -271,3 +273,38 @@ async def test_the_key_never_appears_in_the_log_errors_or_output(
     assert "[redacted]" in " ".join(errors) + str(events)
     out, err = capfd.readouterr()  # type: ignore[attr-defined]
     assert SECRET not in out + err and SECRET not in repr(model) and SECRET not in str(events)
+
+
+async def test_a_batch_cut_by_a_hard_interrupt_still_sends_a_valid_conversation(
+    tmp_path: Path, wire: Wire
+) -> None:
+    """After a hard interrupt cuts a running parallel batch, the next request still pairs
+    every call with its result (the cut markers): the loopback API's conversation check
+    would refuse it otherwise."""
+    calls = [
+        Call("call_a", "shell_exec", {"command": "sleep 10"}),
+        Call("call_b", "shell_exec", {"command": "sleep 10"}),
+    ]
+
+    def answer(seen: Seen) -> Reply:
+        if "never mind" in json.dumps(seen.body):
+            return wire.stream(Turn(text="ok, stopped"))
+        return wire.stream(Turn(calls=calls))
+
+    async with serving(wire, answer) as server, runtime(tmp_path, wire, server) as sup:
+        with trio.fail_after(BUDGET):
+            sid = await sup.create_session()
+            async with sup.log.subscribe(EventFilter(session_id=sid)) as records:
+                await sup.send(sid, "sleep twice")
+                seen = 0
+                async for record in records:
+                    seen += isinstance(record.event, ToolCalled)
+                    if seen == 2:
+                        break
+            await sup.interrupt(sid, "never mind")
+            await sup.wait_idle(sid)
+    assert len(server.requests) == 2
+    assert (
+        sorted(set(results_in(server.requests[1]))) != []
+        and len(results_in(server.requests[1])) == 2
+    )

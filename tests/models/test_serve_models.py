@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 from provider_kit import ANTHROPIC, SECRET, Wire, results_in, serving, tool_loop
+from wire_formats import Turn
 
 SERVE_BUDGET = 60.0
 LIVE_CHECK = Path(__file__).resolve().parents[2] / "scripts" / "live_model_check.py"
@@ -152,3 +153,22 @@ async def test_the_live_check_script_runs_one_tool_using_turn(tmp_path: Path, wi
     assert skipped.returncode == 0 and skipped.stdout.decode().startswith(
         f"skipped: {spec} needs an API key"
     )
+
+
+async def test_front_settings_take_a_spec_string(tmp_path: Path, wire: Wire) -> None:
+    """Rule: ``FrontSettings`` accepts a provider object or a spec string: with a spec,
+    each workspace's runtime makes (and closes) its own provider from the environment."""
+    from web_client import serve_harness, sse
+
+    with trio.fail_after(SERVE_BUDGET):
+        async with serving(wire) as server:
+            server.queue(wire.stream(Turn(text="from the spec")))
+            with pytest.MonkeyPatch.context() as env:
+                for name, value in wire.env(server).items():
+                    env.setenv(name, value)
+                async with serve_harness(tmp_path, model=f"{wire.name}:test-model") as harness:
+                    client = harness.client(harness.token())
+                    async with client:
+                        chat = await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
+    assert chat.text() == "from the spec"
+    assert len(server.requests) == 1
