@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit chaos bench clean sandbox-deps
+.PHONY: demo test lint typecheck unit chaos bench clean sandbox-deps browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,16 @@ typecheck: $(STAMP)
 	done; \
 	exit $$status
 
-unit: $(STAMP) sandbox-deps
+# The browser tests drive Debian's Chromium (never a downloaded one). As root it is
+# installed when missing; otherwise those tests skip with one line saying so.
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@if [ ! -x "$(CHROMIUM)" ] && [ "$$(id -u)" = 0 ]; then \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y chromium || { apt-get update && apt-get install -y chromium; }; \
+	fi
+
+unit: $(STAMP) sandbox-deps browser
 	$(BIN)/pytest
 
 # The workspace sandbox needs bubblewrap (docs/security.md). Root installs it when missing;

@@ -192,6 +192,21 @@ class SessionActor:
             self._turn_scope.cancel()
         return False
 
+    async def interrupt_turn(self, mode: Mode) -> bool:
+        """A person's interrupt, with no message: ``soft`` raises ``interrupt_requested``
+        (the turn yields at its next batch boundary, as a queued message makes it);
+        ``hard`` also cancels the turn now (its running command's process group is
+        killed on the way out). False when no turn is open, or a stop is under way."""
+        async with self.lock:
+            if not self.state.turn_open or self.stopping:
+                return False
+            if not self.state.interrupt_requested:
+                await self._append(FlagsChanged(interrupt_requested=True))
+        if mode == "hard" and self._turn_scope is not None:
+            self.logger.info("hard_interrupt")
+            self._turn_scope.cancel()
+        return True
+
     # --- the run ---------------------------------------------------------------
 
     def claim_run(self) -> bool:

@@ -296,6 +296,10 @@ class Supervisor:
         """Hard interrupt: queue ``text`` and abort the running turn now."""
         return await self.send(target, text, source=source, mode="hard")
 
+    async def interrupt_turn(self, target: str, mode: Mode) -> bool:
+        """A person's interrupt (no message) of ``target``'s running turn; False if none."""
+        return await self.actor(target).interrupt_turn(mode)
+
     def _start_run(self, actor: SessionActor, compact_first: bool = False) -> None:
         """Start the task of a run the caller just claimed (``actor.claim_run()``)."""
         sid = actor.session_id

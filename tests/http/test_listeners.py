@@ -80,6 +80,8 @@ async def test_shutdown_ends_open_streams_and_their_listeners(harness: Harness) 
         async with harness.client(harness.token()) as client:
             async with client.stream("POST", "/api/web/chat", json={"message": "slow 100"}) as r:
                 lines = r.aiter_lines()
+                assert await lines.__anext__() == "retry: 1000"
+                assert await lines.__anext__() == ""
                 assert (await lines.__anext__()).startswith("id: ")
                 harness.server.front.draining.set()
                 rest = [line async for line in lines]

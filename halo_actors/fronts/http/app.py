@@ -160,12 +160,18 @@ async def _internal(request: Request, exc: Exception) -> Response:
 
 
 def build_app(front: Front) -> Starlette:
+    from .control import CONTROL_ROUTES
     from .openapi import openapi_route
+    from .page import page_routes
     from .routes import ROUTES
+    from .tree import TREE_ROUTES
     from .ws import push, upgrade_required
 
     routes = [
         *ROUTES,
+        *CONTROL_ROUTES,
+        *TREE_ROUTES,
+        *page_routes(),
         openapi_route(),
         WebSocketRoute("/api/web/ws", push),
         Route("/api/web/ws", upgrade_required, methods=["GET"]),

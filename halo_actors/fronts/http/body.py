@@ -10,7 +10,7 @@ msgspec's message (it names the field, never echoes the input at length).
 from __future__ import annotations
 
 import math
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 import msgspec
 import trio
@@ -38,6 +38,12 @@ class ChatBody(_Body):
 
 
 class StopBody(_Body):
+    workspace: str | None = None
+    session_id: str | None = None
+
+
+class InterruptBody(_Body):
+    mode: Literal["soft", "hard"]
     workspace: str | None = None
     session_id: str | None = None
 

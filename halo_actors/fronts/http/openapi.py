@@ -374,12 +374,14 @@ def _reading_paths() -> dict[str, Schema]:
 
 
 def build_document() -> Schema:
+    from . import openapi_web
+
     return {
         "openapi": "3.1.0",
         "info": {"title": "halo_actors HTTP front", "version": VERSION},
-        "paths": {**_writing_paths(), **_reading_paths()},
+        "paths": {**_writing_paths(), **_reading_paths(), **openapi_web.paths()},
         "components": {
-            "schemas": _schemas(),
+            "schemas": {**_schemas(), **openapi_web.schemas()},
             "securitySchemes": {
                 "header": {"type": "apiKey", "in": "header", "name": "x-token"},
                 "query": {"type": "apiKey", "in": "query", "name": "token"},

@@ -12,7 +12,7 @@ Lifecycle of one response:
    ``HaloError`` or ``ApiError`` raised here becomes a JSON error answer instead of
    a stream. The work in ``open`` is shielded: a disconnect cannot split "message
    logged" from "run started".
-2. Headers, then the plan's first frames, then ``plan.pump(channel)`` feeding a
+2. Headers, then ``retry:`` (:data:`RETRY_MS`) and the plan's first frames, then ``plan.pump(channel)`` feeding a
    bounded channel (:data:`FRAME_BUFFER` frames; when it is full the pump waits,
    and the log's own bounded subscriber buffer then overflows, which closes the
    stream: events are never skipped) while the writer coalesces whatever is ready
@@ -44,6 +44,9 @@ FRAME_BUFFER = 256
 COALESCE = 512
 """Most frames one write carries."""
 KEEPALIVE = b": keepalive\n\n"
+RETRY_MS = 1000
+"""How long a browser waits before it reconnects a dropped stream (its default is 3 s)."""
+RETRY = b"retry: %d\n\n" % RETRY_MS
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -131,7 +134,7 @@ class EventStream(Response):
         return refused
 
     async def _body(self, first: list[Frame], send: Send) -> None:
-        await _write(send, b"".join(map(encode_sse, first)))
+        await _write(send, RETRY + b"".join(map(encode_sse, first)))
         frames_in, frames_out = trio.open_memory_channel[Frame](FRAME_BUFFER)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._run_pump, frames_in)

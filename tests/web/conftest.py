@@ -1,0 +1,52 @@
+"""Fixtures of the browser tests: Debian's Chromium driven by Playwright, a real server.
+
+See ``chromium.py`` for the browser and why the tests skip without it. Screenshots
+go to ``$HALO_ARTIFACTS`` (default ``.artifacts/web``, git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chromium import ARGS, CHROMIUM
+from page_driver import Person, open_person
+from playwright.sync_api import Browser, sync_playwright
+from web_server import WebServer
+
+ARTIFACTS = Path(os.environ.get("HALO_ARTIFACTS", Path(__file__).parents[2] / ".artifacts" / "web"))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[WebServer]:
+    served = WebServer(tmp_path)
+    served.start()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS
+
+
+@pytest.fixture
+def person(browser: Browser, server: WebServer) -> Iterator[Person]:
+    """A person at 1280×800 in a fresh browser context, closed after the test."""
+    with open_person(browser, server) as someone:
+        yield someone

@@ -1,0 +1,115 @@
+"""A real server for the browser tests: ``python -m halo_actors serve`` as a subprocess.
+
+A subprocess (not the in-process harness) so that a test can stop it and start it
+again on the same port and the same workspace, as a restart in production would.
+It plays the built-in demo agent (``count to N``, ``run <command>``, ``spawn N
+<task>``, echo). :class:`ServedPage` stops it (SIGTERM, then SIGKILL after a grace
+period) and waits for it, so no process outlives a test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from halo_actors.core.events import Record
+from halo_actors.core.log import EventFilter, SqliteEventLog
+from halo_actors.fronts.http.tokens import TokenStore
+from halo_actors.runtime.embed import log_path
+
+START_BUDGET = 20.0
+"""Seconds a server may take to start listening (a loaded 2-core machine)."""
+STOP_GRACE = 10.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class WebServer:
+    tmp: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+
+    @property
+    def workspace(self) -> Path:
+        return self.tmp / "ws"
+
+    @property
+    def state(self) -> Path:
+        return self.tmp / "state"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def token(self, access: str = "full", account: str = "alice") -> str:
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        return TokenStore(self.state).create(account, access, self.workspace)
+
+    def start(self) -> None:
+        assert self.process is None, "already running"
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        command = [
+            sys.executable,
+            "-m",
+            "halo_actors",
+            "serve",
+            "--port",
+            str(self.port),
+            "--state",
+            str(self.state),
+            "--workspace",
+            str(self.workspace),
+            "--keepalive",
+            "5",
+        ]
+        self.process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=open(self.tmp / "server.log", "a"),  # noqa: SIM115 - the child keeps it
+            text=True,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + START_BUDGET
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # the serve command prints one line when ready
+        assert "listening on" in line, f"the server did not start: {line!r}"
+        assert time.monotonic() < deadline
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+    def records(self, root: str) -> list[Record]:
+        """Every record of ``root``'s tree, read from the workspace's log (server stopped)."""
+        assert self.process is None, "stop the server first: one process opens the log"
+        return trio.run(self._read, root)
+
+    async def _read(self, root: str) -> list[Record]:
+        log = await SqliteEventLog.open(log_path(self.workspace))
+        try:
+            return await log.read(EventFilter(tree=root))
+        finally:
+            await log.aclose()
