@@ -9,6 +9,7 @@ from .demo import cli as demo_cli
 from .fronts.acp import cli as acp_cli
 from .fronts.http import cli as http_cli
 from .logging import configure_logging
+from .watch import cli as watch_cli
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo_cli.add_command(commands)
     http_cli.add_commands(commands)
     acp_cli.add_command(commands)
+    watch_cli.add_commands(commands)
     return parser
 
 
@@ -35,4 +37,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return http_cli.run(args)
     if args.command == "acp":
         return acp_cli.run(args)
+    if args.command in watch_cli.COMMANDS:
+        return watch_cli.run(args)
     return 2

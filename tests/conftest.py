@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
+from served import WebServer
 from web_client import Harness, serve_harness
 
 from halo_actors.core.log import DEFAULT_MAX_EVENT_BYTES, MemoryEventLog, SqliteEventLog
@@ -71,3 +72,17 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     problem = sandbox_problem()
     if problem is not None:
         terminalreporter.write_line(f"sandbox tests skipped: {problem}", yellow=True)
+
+
+# --- a server subprocess (tests/web, tests/watch): restartable on its port --------------
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[WebServer]:
+    """``python -m halo_actors serve`` on a free port; stopped (and waited for) after the test."""
+    served = WebServer(tmp_path)
+    served.start()
+    try:
+        yield served
+    finally:
+        served.stop()

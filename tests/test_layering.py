@@ -1,4 +1,4 @@
-"""Imports flow downward only: core ← tools ← agent ← runtime ← fronts/demo/cli."""
+"""Imports flow downward only: core ← tools ← agent ← runtime ← fronts ← demo ← watch ← cli."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "halo_actors"
-LAYERS = ["core", "tools", "agent", "runtime", "fronts", "demo"]
+LAYERS = ["core", "tools", "agent", "runtime", "fronts", "demo", "watch"]
 TOP_LEVEL = {"cli", "__main__", "__init__", "logging"}
 
 

@@ -14,7 +14,7 @@ import pytest
 from chromium import ARGS, CHROMIUM
 from page_driver import Person, open_person
 from playwright.sync_api import Browser, sync_playwright
-from web_server import WebServer
+from served import WebServer
 
 ARTIFACTS = Path(os.environ.get("HALO_ARTIFACTS", Path(__file__).parents[2] / ".artifacts" / "web"))
 
@@ -27,16 +27,6 @@ def browser() -> Iterator[Browser]:
             yield chromium
         finally:
             chromium.close()
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[WebServer]:
-    served = WebServer(tmp_path)
-    served.start()
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 @pytest.fixture

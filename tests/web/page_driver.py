@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playwright.sync_api import Browser, Locator, Page, expect
-from web_server import WebServer
+from served import WebServer
 
 WAIT_MS = 20_000
 """How long ``expect`` waits for the page to show something (a loaded 2-core machine)."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from web_server import WebServer
+from served import WebServer
 
 T = TypeVar("T")
 BUDGET = 20.0

@@ -17,7 +17,7 @@ from page_driver import WAIT_MS, Person
 from playwright.sync_api import expect
 from proc_table import live_group_members
 from processes import sleep_groups, wait_for
-from web_server import WebServer
+from served import WebServer
 
 if MISSING is not None:
     pytest.skip(MISSING, allow_module_level=True)

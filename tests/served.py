@@ -1,4 +1,4 @@
-"""A real server for the browser tests: ``python -m halo_actors serve`` as a subprocess.
+"""A real server as a subprocess (``python -m halo_actors serve``): browser and CLI tests.
 
 A subprocess (not the in-process harness) so that a test can stop it and start it
 again on the same port and the same workspace, as a restart in production would.
@@ -103,12 +103,11 @@ class WebServer:
             process.stdout.close()
 
     def records(self, root: str) -> list[Record]:
-        """Every record of ``root``'s tree, read from the workspace's log (server stopped)."""
-        assert self.process is None, "stop the server first: one process opens the log"
+        """Every record of ``root``'s tree, read from the workspace's log (read-only)."""
         return trio.run(self._read, root)
 
     async def _read(self, root: str) -> list[Record]:
-        log = await SqliteEventLog.open(log_path(self.workspace))
+        log = await SqliteEventLog.open(log_path(self.workspace), read_only=True)
         try:
             return await log.read(EventFilter(tree=root))
         finally:
