@@ -72,8 +72,9 @@ def test_a_person_chats_spawns_and_watches_the_tree_grow(
 def test_a_hard_interrupt_kills_a_running_sleep_then_stop_and_archive(
     person: Person, server: WebServer
 ) -> None:
-    """Rules: hard interrupt = now, killing the running command's process group; stop and
-    archive ask for confirmation; an archived session leaves the list."""
+    """Rules: hard interrupt = now, killing the running command's process group; a node
+    shows its queued messages; stop (preserving them) and archive ask for confirmation;
+    an archived session leaves the list."""
     person.sign_in(server.token())
     root = person.new_session()
     person.say("run sleep 97 && echo never")
@@ -90,9 +91,15 @@ def test_a_hard_interrupt_kills_a_running_sleep_then_stop_and_archive(
 
     person.say("count to 40")
     person.wait_state(root, "running")
+    person.say("and then this")  # busy: queued (the count has no batch boundary)
+    expect(person.node(root)).to_contain_text("queued 1", timeout=WAIT_MS)
     person.page.click("#stop")
     person.confirm()
     person.wait_state(root, "stopped")
+    expect(person.node(root)).not_to_contain_text("queued")
+    expect(person.entries("user").last).to_have_text(  # stop keeps it, folded into history
+        "you (queued, folded in by a stop)and then this"
+    )
 
     person.page.click("#archive")
     expect(person.page.locator("#confirm-text")).to_contain_text("Archive this session")
