@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chromium import ARGS, CHROMIUM
+from chromium import ARGS, CHROMIUM, MISSING
 from page_driver import Person, open_person
 from playwright.sync_api import Browser, sync_playwright
 from served import WebServer
@@ -40,3 +40,8 @@ def person(browser: Browser, server: WebServer) -> Iterator[Person]:
     """A person at 1280×800 in a fresh browser context, closed after the test."""
     with open_person(browser, server) as someone:
         yield someone
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if MISSING is not None:
+        terminalreporter.write_line(MISSING, yellow=True)
