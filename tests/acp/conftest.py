@@ -12,11 +12,16 @@ from acp_harness import Rig, acp_model
 from fault_proxy import FaultProxy
 from web_client import serve_harness
 
+from halo_actors.fronts.http.limits import TokenLimits
+
 
 @pytest.fixture
-async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+async def rig(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Rig]:
+    """``indirect`` parametrisation may pass ``TokenLimits`` for the server."""
+    limits = getattr(request, "param", None)
+    settings = {"limits": limits} if isinstance(limits, TokenLimits) else {}
     async with (
-        serve_harness(tmp_path, model=acp_model()) as harness,
+        serve_harness(tmp_path, model=acp_model(), **settings) as harness,
         trio.open_nursery() as nursery,
     ):
         proxy = FaultProxy(harness.server.port)

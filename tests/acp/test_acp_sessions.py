@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
 import trio
 from acp_harness import Message, Rig, at, text_at
+
+from halo_actors.fronts.http.limits import TokenLimits
 
 LIVE_PROMPTS = ("think", "tools", "bigtool", "media", "fail")
 
@@ -93,6 +96,24 @@ async def test_session_load_of_an_unknown_or_foreign_session_is_32602(rig: Rig) 
     assert "session not found" in text_at(unknown, "error", "message")
     assert at(foreign, "error", "code") == -32602
     assert at(prompt, "error", "code") == -32602  # not registered
+
+
+@pytest.mark.parametrize("rig", [TokenLimits(history_limit=3)], indirect=True)
+async def test_session_load_replays_a_history_longer_than_one_page(rig: Rig) -> None:
+    """``history`` is paged: ``session/load`` follows ``nextBefore`` to the oldest row."""
+    with trio.fail_after(20):
+        async with rig.adapter() as live:
+            session_id = await live.new_session()
+            for text in LIVE_PROMPTS:
+                assert (await live.prompt(session_id, text))["result"] == {"stopReason": "end_turn"}
+        async with rig.adapter() as fresh:
+            assert await fresh.result("session/load", {"sessionId": session_id}) == {}
+            replayed = fresh.updates(session_id)
+    users = [
+        at(u, "content", "text") for u in replayed if u["sessionUpdate"] == "user_message_chunk"
+    ]
+    assert users == list(LIVE_PROMPTS)  # 10+ rows, 3 a page
+    assert len(rig.proxy.requests("/api/web/history")) >= 4
 
 
 async def test_session_load_replays_the_whole_history_before_answering(rig: Rig) -> None:
