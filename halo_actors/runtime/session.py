@@ -8,7 +8,14 @@ is pending. Only the run changes the conversation. See
 
 Invariants:
 - every change goes through :meth:`emit`: append to the log, then apply to the
-  state, serialised per session so records apply in sequence order;
+  state, serialised per session so records apply in sequence order. With a
+  pipelined log, stamping and applying are one synchronous step (no lock, no
+  wait): the state may run ahead of the durable log, so nothing outside the
+  session reads it as the log (fronts read the log, bounded by ``last_seq``), and
+  the actor waits for durability only where it is observable: before a message
+  is acknowledged (:meth:`deliver`'s seq), before a tool batch reaches the world,
+  and (the supervisor) at the end of a run, an abort or a creation. See
+  ``docs/design/event-log.md``;
 - an inbound message is logged before it is acted on, and no message is ever
   dropped: it is drained into a round, folded into history by a stop, or (only
   by archive/delete) discarded with a logged count;
@@ -22,7 +29,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import structlog
 import trio
@@ -51,6 +58,7 @@ from ..core.events import (
     RoundStarted,
     SessionArchived,
     SessionStopped,
+    ToolCalled,
     ToolReturned,
     TurnCompleted,
 )
@@ -61,6 +69,16 @@ from ..tools.shell import kill_process_group
 from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
 
 Mode = Literal["soft", "hard"]
+MAX_BACKLOG = 10_000
+"""Records a session may stamp past the durable horizon before :meth:`SessionActor.emit`
+waits for the writer to catch up (the bound of the log writer's queue, in effect)."""
+
+
+class Delivered(NamedTuple):
+    start_run: bool
+    """The message found the session idle: the caller starts a run for it."""
+    seq: int
+    """The message's last record: acknowledge it once the log is durable up to here."""
 
 
 class SessionActor:
@@ -120,9 +138,23 @@ class SessionActor:
     # --- the one write path -------------------------------------------------
 
     async def emit(self, *events: Event) -> None:
+        log = self._log
+        if log.pipelined:  # stamp + apply in one step: atomic without the lock
+            for record in log.append_nowait(self.session_id, *events):
+                self.state.apply(record)
+            if log.stamped_seq - log.last_seq > MAX_BACKLOG:  # the writer's queue is bounded here
+                with trio.CancelScope(shield=True):  # applied: emit never raises Cancelled
+                    await log.wait_durable(log.stamped_seq - MAX_BACKLOG // 2)
+            return
         async with self.lock:
             await self._append(*events)
         self._drop_lock_if_idle()
+
+    async def wait_durable(self, *, shield: bool = False) -> None:
+        """Until everything this session has logged so far is durable. ``shield``: for a
+        caller that must not raise Cancelled here (the wait is one commit at most)."""
+        with trio.CancelScope(shield=shield):
+            await self._log.wait_durable(self.state.last_seq)
 
     def _drop_lock_if_idle(self) -> None:
         """An idle session holds no lock (many sessions are idle); the next emit makes one.
@@ -137,8 +169,13 @@ class SessionActor:
             self._emit_lock = None
 
     async def _append(self, *events: Event) -> None:
-        """Caller holds ``_emit_lock``."""
-        records = await self._log.append(self.session_id, *events)
+        """Caller holds ``_emit_lock``. Pipelined, this never suspends, so every critical
+        section under the lock is one atomic step (and :meth:`emit` needs no lock)."""
+        log = self._log
+        if log.pipelined:
+            records = log.append_nowait(self.session_id, *events)
+        else:
+            records = await log.append(self.session_id, *events)
         for record in records:
             self.state.apply(record)
 
@@ -165,8 +202,9 @@ class SessionActor:
 
     async def deliver(
         self, text: str, images: tuple[str, ...], source: str | None, mode: Mode
-    ) -> bool:
-        """Log the message; returns True when the caller must start a run for it."""
+    ) -> Delivered:
+        """Log the message. The caller starts a run if told to, and acknowledges the
+        message only once the log is durable up to the returned seq."""
         queued = MessageQueued(text=text, images=images, source_session_id=source)
         size = ROUND_OVERHEAD_BYTES + message_bytes(QueuedMessage(text, images, source))
         if size > self._log.max_event_bytes:
@@ -179,7 +217,7 @@ class SessionActor:
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")
             if self.claim_run():
                 await self._append(queued)
-                return True
+                return Delivered(True, self.state.last_seq)
             # Nothing to interrupt: a stop, or a compaction outside the turn loop (manual,
             # or at turn end, where the turn is still open but its loop has returned).
             quiet = self.stopping or (self.state.is_compacting and self._turn_scope is None)
@@ -187,10 +225,11 @@ class SessionActor:
                 await self._append(queued)
             else:
                 await self._append(queued, FlagsChanged(interrupt_requested=True))
+            seq = self.state.last_seq
         if mode == "hard" and self._turn_scope is not None:
             self.logger.info("hard_interrupt")
             self._turn_scope.cancel()
-        return False
+        return Delivered(False, seq)
 
     async def interrupt_turn(self, mode: Mode) -> bool:
         """A person's interrupt, with no message: ``soft`` raises ``interrupt_requested``
@@ -411,6 +450,10 @@ class _Host:
 
     async def emit(self, *events: Event) -> None:
         await self._actor.emit(*events)
+        if any(isinstance(event, ToolCalled) for event in events):
+            # A tool acts on the world: its call is durable first. Shielded: emit is atomic
+            # under cancellation (a cut lands in the batch, which answers every call).
+            await self._actor.wait_durable(shield=True)
 
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
         return self._actor.model_messages(afresh=afresh)

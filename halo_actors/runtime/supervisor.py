@@ -14,7 +14,12 @@ Invariants:
 - stop/archive/delete mark the whole subtree ``stopping`` before aborting any of
   it, so no run that ends during a cascade reports to (and wakes) an ancestor;
 - after a restart, a turn that was open is closed with an explicit error and a
-  terminal ``complete``, and a session with queued messages gets a run.
+  terminal ``complete``, and a session with queued messages gets a run;
+- durability is waited for where it is observable: ``send`` acknowledges a message,
+  ``create_session`` returns, a cascade (stop/archive/delete) and ``wait_idle`` (the
+  end of a run) return only once the log is durable that far;
+- fail-stop: when the log fails, the supervisor cancels everything it owns and
+  ``open_supervisor`` raises the log's ``StoreFailed``; a reopen recovers.
 """
 
 from __future__ import annotations
@@ -32,7 +37,13 @@ from ..agent.model import (
 )
 from ..core import ids
 from ..core.access import Access, weakest
-from ..core.errors import InvalidInput, ProfileError, SessionNotFound, SessionUnavailable
+from ..core.errors import (
+    InvalidInput,
+    ProfileError,
+    SessionNotFound,
+    SessionUnavailable,
+    StoreFailed,
+)
 from ..core.events import (
     ReportSent,
     SessionCreated,
@@ -48,7 +59,7 @@ from ..tools.sandbox import Sandbox
 from .driver import RunDriver
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
-from .session import Mode, SessionActor, closing_events
+from .session import Delivered, Mode, SessionActor, closing_events
 
 log = get_logger("halo_actors.supervisor")
 
@@ -86,6 +97,8 @@ class Supervisor:
         """Ids deleted and not created again (a front's pointer to one is stale)."""
         self.tools = tools
         """Every tool a profile may name: the built-ins and the embedder's own."""
+        self.failure: StoreFailed | None = None
+        """Why the runtime stopped: its log failed (fail-stop)."""
         self.driver = RunDriver(
             model,
             workspace,
@@ -226,6 +239,7 @@ class Supervisor:
         except BaseException:
             self._unregister(sid)
             raise
+        await actor.wait_durable()
         return sid
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
@@ -281,16 +295,28 @@ class Supervisor:
         source: str | None = None,
         mode: Mode = "soft",
     ) -> Delivery:
-        """Deliver a message: idle → it starts a run; busy → queued plus an interrupt."""
+        """Deliver a message: idle → it starts a run; busy → queued plus an interrupt.
+        Returns (the acknowledgement) once the message is durable."""
+        delivered = await self._deliver(target, text, images, source, mode)
+        await self.log.wait_durable(delivered.seq)
+        return "started" if delivered.start_run else "queued"
+
+    async def _deliver(
+        self, target: str, text: str, images: tuple[str, ...], source: str | None, mode: Mode
+    ) -> Delivered:
+        """``send`` without the wait: for a report, which crosses to another session of the
+        same log. The log is durable as a prefix, so the report can never be durable (or
+        read by anyone) without the records it reports on; waiting here would only keep
+        the child's run task alive, which its parent reads as "a report may still come"."""
         actor = self.actor(target)
         if actor.state.lifecycle in ("archived", "deleted"):
             raise SessionUnavailable(f"session {target} is {actor.state.lifecycle}")
         if source is None:  # a person's message to a session that cannot run is refused
             self._profile(actor.agent_id)
-        if await actor.deliver(text, images, source, mode):
+        delivered = await actor.deliver(text, images, source, mode)
+        if delivered.start_run:
             self._start_run(actor)
-            return "started"
-        return "queued"
+        return delivered
 
     async def interrupt(self, target: str, text: str, *, source: str | None = None) -> Delivery:
         """Hard interrupt: queue ``text`` and abort the running turn now."""
@@ -317,10 +343,12 @@ class Supervisor:
         (a final report sent after its run ended starts the parent's next run), and no
         stop/archive cascade (one asked for by a tool call outlives that call)."""
         await self._until_idle(lambda: self.subtree(session_id))
+        await self.log.wait_durable(self.log.stamped_seq)  # the end of a run is observable
 
     async def wait_all_idle(self) -> None:
         """Until nothing happens in any session (every tree is idle at once)."""
         await self._until_idle(lambda: list(self._actors))
+        await self.log.wait_durable(self.log.stamped_seq)
 
     async def _until_idle(self, members_now: Callable[[], list[str]]) -> None:
         """Until every member is idle at one instant. Waits on one busy member at a time
@@ -347,6 +375,8 @@ class Supervisor:
     async def _run_task(self, actor: SessionActor, compact_first: bool) -> None:
         try:
             await self._run(actor, compact_first)
+        except StoreFailed:
+            pass  # the log failed: the watcher (open_supervisor) stops the runtime
         finally:
             sid = actor.session_id
             self._run_tasks[sid] -= 1
@@ -445,7 +475,7 @@ class Supervisor:
         actor.answered_parent = False
         await actor.emit(ReportSent(to_session_id=to, kind=kind))
         try:
-            await self.send(to, text, source=actor.session_id)
+            await self._deliver(to, text, (), actor.session_id, "soft")
         except (SessionNotFound, SessionUnavailable):
             log.info("report_dropped", session_id=actor.session_id, to=to)
 
@@ -503,6 +533,7 @@ class Supervisor:
             self._unregister(sid)
             self._deleted.add(sid)
             await actor.emit(SessionDeleted())
+        await self.log.wait_durable(self.log.stamped_seq)
         return True
 
     async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:
@@ -521,6 +552,7 @@ class Supervisor:
         async with trio.open_nursery() as nursery:
             for actor in actors:
                 nursery.start_soon(abort_one, actor)
+        await self.log.wait_durable(max(a.state.last_seq for a in actors))
         self._notify()
         for actor in actors:
             if how == "stop" and actor.state.mailbox and actor.claim_run():
@@ -547,10 +579,18 @@ class Supervisor:
                 await actor.emit(*closing_events(state, "the runtime restarted"))
             if state.mailbox and state.lifecycle != "archived":
                 waiting.append(actor)
+        await self.log.wait_durable(self.log.stamped_seq)
         started = [actor for actor in waiting if actor.claim_run()]
         for actor in started:
             self._start_run(actor)
         return len(started)
+
+    async def stop_on_log_failure(self, scope: trio.CancelScope) -> None:
+        """Fail-stop: once the log fails, nothing more can be made durable, and the
+        sessions' states may hold records the log lost. Cancel everything (``scope``)."""
+        self.failure = await self.log.wait_failed()
+        log.error("runtime_stopped_log_failed", error=str(self.failure))
+        scope.cancel()
 
 
 @asynccontextmanager
@@ -566,7 +606,8 @@ async def open_supervisor(
 ) -> AsyncIterator[Supervisor]:
     """Run a supervisor; leaving the block cancels every run (turns close on restart).
     ``tools``: custom tools beside the built-ins; every profile must name only tools
-    that exist (else ``ProfileError``)."""
+    that exist (else ``ProfileError``). If the log fails (fail-stop), the block is
+    cancelled and this raises the log's ``StoreFailed`` once every task has ended."""
     tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
     profiles = profiles or Profiles()
     profiles.check_tools(tools)
@@ -581,8 +622,15 @@ async def open_supervisor(
             access=access,
             sandbox=sandbox,
         )
+        nursery.start_soon(supervisor.stop_on_log_failure, nursery.cancel_scope)
         await supervisor.recover()
         try:
             yield supervisor
+        except StoreFailed:
+            if event_log.failure is None:
+                raise
         finally:
             nursery.cancel_scope.cancel()
+    failure = supervisor.failure or event_log.failure
+    if failure is not None:  # fail-stop: every task has ended; a reopen recovers
+        raise failure

@@ -33,9 +33,15 @@ from runtime_harness import assert_every_tool_use_answered_once
 
 def supervisor_tasks() -> list[trio.lowlevel.Task]:
     """Tasks in the nurseries the current task holds open: under ``open_supervisor`` (which
-    opens its nursery in the caller's task) these are the supervisor's runs and cascades."""
+    opens its nursery in the caller's task) these are the supervisor's runs and cascades
+    (not its one permanent task, the watcher that stops it if the log fails)."""
     me = trio.lowlevel.current_task()
-    return [task for nursery in me.child_nurseries for task in nursery.child_tasks]
+    return [
+        task
+        for nursery in me.child_nurseries
+        for task in nursery.child_tasks
+        if not task.name.endswith("stop_on_log_failure")
+    ]
 
 
 async def check_live(sup: Supervisor, log: EventLog, journal: Journal, checks: Checks) -> None:

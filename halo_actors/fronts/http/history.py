@@ -184,7 +184,7 @@ class HistoryCache:
         limit: int,
         max_bytes: int,
     ) -> HistoryPage:
-        """One page of the session's rows (it must exist), folded up to its latest record."""
+        """One page of the session's rows (it must exist), folded up to its last durable record."""
         key = (str(sup.workspace.root), session_id)
         state = sup.state(session_id)
         entry = self._entries.get(key)
@@ -193,8 +193,10 @@ class HistoryCache:
             while len(self._entries) > self.capacity:
                 self._entries.popitem(last=False)
         self._entries.move_to_end(key)
+        # Bounded by the durable horizon, never by the state alone (it may run ahead of
+        # the log): every record up to ``last`` is durable, none of it is skipped.
         async with entry.lock:
-            last = sup.state(session_id).last_seq
+            last = min(sup.state(session_id).last_seq, sup.log.last_seq)
             if entry.cursor < last:
                 flt = EventFilter(session_id=session_id, kinds=HISTORY_KINDS)
                 for record in await sup.log.read(flt, after_seq=entry.cursor, until_seq=last):

@@ -27,6 +27,7 @@ from pathlib import Path
 import trio
 
 from ...agent.model import Model
+from ...core.errors import StoreFailed
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.supervisor import Supervisor
@@ -87,6 +88,7 @@ class Runtimes:
         self, workspace: str, *, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self._hosted += 1
+        started = False
         try:
             # A session logged before levels were recorded gets the sandbox: fail closed.
             async with open_runtime(
@@ -94,7 +96,12 @@ class Runtimes:
             ) as supervisor:
                 log.info("runtime_opened", workspace=workspace)
                 task_status.started(supervisor)
+                started = True
                 await self._closing.wait()
+        except StoreFailed as exc:  # fail-stop: this runtime ends; the next request reopens it
+            if not started:
+                raise
+            log.error("runtime_stopped", workspace=workspace, error=str(exc))
         finally:
             self._open.pop(workspace, None)
             self._hosted -= 1

@@ -76,6 +76,7 @@ async def stream_state_at(sup: Supervisor, session_id: str, seq: int) -> StreamS
     state = StreamState()
     if not sup.exists(session_id):
         return state
+    seq = min(seq, sup.log.last_seq)  # the UI rows past the durable horizon are not shown
     start = next(
         (
             u.seq
@@ -203,9 +204,12 @@ class SubscribePlan:
         state = await stream_state_at(self.sup, self.session_id, sub.cursor)
         self._projector = state.projector(self.resume)
         if not is_busy(self.sup, self.session_id):
-            # Everything logged up to now is stored: a turn that ended after the listener
-            # registered is replayed to its own ``complete``.
-            self._idle_until = self.sup.log.last_seq
+            # Everything this session logged up to now (its state may run ahead of the
+            # durable log: wait for it), so a run that ended after the listener registered
+            # is replayed to its own ``complete``, never cut short by an invented one.
+            until = max(self.sup.log.last_seq, self.sup.state(self.session_id).last_seq)
+            await self.sup.log.wait_durable(until)
+            self._idle_until = until
         return [session_frame(sub.cursor, self.session_id)]
 
     async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:

@@ -1,0 +1,132 @@
+"""Fail-stop: a commit that fails stops the runtime cleanly, and a reopen recovers.
+
+The runtime appends pipelined (its sessions' states run ahead of the durable log), so
+a failed commit loses records a session had already applied. The rules checked here:
+no reader of the log ever sees the lost suffix, ``open_supervisor`` ends every task
+and raises ``StoreFailed``, a message whose ``send`` failed was never acknowledged,
+and reopening the file recovers the durable prefix (a restart, as after a crash).
+
+The fault is an I/O error raised by the writer thread's ``COMMIT`` (the real SQLite
+connection, wrapped through ``monkeypatch``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from halo_actors.agent.scripted import Rule, Script, ScriptedModel, Step
+from halo_actors.core.errors import StoreFailed, SubscriptionClosed
+from halo_actors.core.events import MessageQueued, Record
+from halo_actors.core.log import SqliteEventLog
+from halo_actors.core.log import sqlite as sqlite_log
+from halo_actors.runtime.supervisor import open_supervisor
+from halo_actors.tools.files import Workspace
+
+BUDGET = 20.0
+WRITER = "halo-log-writer"
+
+
+class FailingCommits:
+    """The writer's real connection; ``armed`` makes its next COMMIT raise an I/O error."""
+
+    def __init__(self, real: sqlite3.Connection) -> None:
+        self.real = real
+        self.armed = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.real.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def writer(monkeypatch: pytest.MonkeyPatch) -> list[FailingCommits]:
+    made: list[FailingCommits] = []
+    real_connect = sqlite_log._connect
+
+    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> Any:
+        conn = real_connect(path, synchronous)
+        if threading.current_thread().name != WRITER:
+            return conn
+        made.append(FailingCommits(conn))
+        return made[-1]
+
+    monkeypatch.setattr(sqlite_log, "_connect", connect)
+    return made
+
+
+def model() -> ScriptedModel:
+    slow = Step(text="a long answer", delay=0.05)
+    return ScriptedModel(
+        {
+            "default": Script(
+                rules=(Rule(match="second", steps=(slow,)), Rule(steps=(Step(text="ok"),)))
+            )
+        }
+    )
+
+
+async def test_a_failed_commit_stops_the_runtime_no_reader_sees_the_lost_suffix_and_a_restart_recovers(
+    tmp_path: Path, writer: list[FailingCommits]
+) -> None:
+    """Spec (issue): "after a failed commit every later append fails and the runtime stops
+    cleanly"; "no reader ever sees a record that is not durable"."""
+    path = tmp_path / ".halo" / "events.db"
+    seen: list[Record] = []
+    with trio.fail_after(BUDGET):
+        event_log = await SqliteEventLog.open(path)
+        try:
+            async with trio.open_nursery() as readers:
+
+                async def follow(task_status: trio.TaskStatus[None]) -> None:
+                    async with event_log.subscribe() as subscription:
+                        task_status.started()
+                        try:
+                            async for record in subscription:
+                                assert record.seq <= event_log.last_seq
+                                seen.append(record)
+                        except SubscriptionClosed:
+                            return  # the log failed: every subscription ends
+
+                await readers.start(follow)
+                with pytest.raises(StoreFailed, match="disk I/O error"):
+                    async with open_supervisor(
+                        event_log, model(), workspace=Workspace(tmp_path)
+                    ) as sup:
+                        sid = await sup.create_session("web_a_1")
+                        assert await sup.send(sid, "first") == "started"
+                        await sup.wait_idle(sid)
+                        writer[0].armed = True
+                        await sup.send(sid, "second")  # never acknowledged
+                        pytest.fail("send acknowledged a message the log lost")
+                # The session had applied records the file never got: the lost suffix.
+                assert event_log.stamped_seq > event_log.last_seq
+                durable = event_log.last_seq
+        finally:
+            await event_log.aclose()
+        assert [r.seq for r in seen] == list(range(1, durable + 1))
+
+        reopened = await SqliteEventLog.open(path)
+        try:
+            stored = await reopened.read()
+            assert stored == seen  # nothing seen is gone, nothing unseen appeared
+            texts = [r.event.text for r in stored if isinstance(r.event, MessageQueued)]
+            assert texts == ["first"]
+            async with open_supervisor(reopened, model(), workspace=Workspace(tmp_path)) as sup:
+                assert sup.output(sid) == "ok"
+                assert not sup.is_running(sid)
+                assert await sup.send(sid, "third") == "started"
+                await sup.wait_idle(sid)
+                assert sup.output(sid) == "ok"
+        finally:
+            await reopened.aclose()
