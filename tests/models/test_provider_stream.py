@@ -236,3 +236,50 @@ async def test_a_broken_conversation_fails_the_wire_check(wire: Wire) -> None:
         with pytest.raises(ModelRejected, match="has no tool"):
             await collect(wire.model(server), request(*broken))
     assert any("has no tool" in p for p in server.problems)
+
+
+async def test_redacted_thinking_is_kept_and_sent_back() -> None:
+    """An encrypted (``redacted_thinking``) block comes back as a thinking delta with its
+    data, and goes back to the API as it came."""
+    from wire_formats import anthropic_stream
+
+    plain = anthropic_stream(Turn(text="done"))
+    start = plain.index(b"event: content_block_start")
+    redacted = (
+        b'event: content_block_start\ndata: {"type": "content_block_start", "index": 0, '
+        b'"content_block": {"type": "redacted_thinking", "data": "EnCrYpTeD"}}\n\n'
+        b'event: content_block_stop\ndata: {"type": "content_block_stop", "index": 0}\n\n'
+    )
+    body = plain[:start] + redacted + plain[start:].replace(b'"index": 0', b'"index": 1')
+    async with serving(ANTHROPIC) as server:
+        server.queue(Reply(chunks=pieces(body, 9)))
+        events = await collect(ANTHROPIC.model(server))
+        assert ThinkingDelta("", redacted="EnCrYpTeD") in events
+        history = Message(
+            role="assistant",
+            content=(ThinkingBlock(text="", redacted="EnCrYpTeD"), TextBlock(text="done")),
+        )
+        server.queue(ANTHROPIC.stream(Turn(text="next")))
+        await collect(
+            ANTHROPIC.model(server), request(user_text("hi"), history, user_text("again"))
+        )
+    assert server.bodies[1]["messages"][1]["content"][0] == {  # type: ignore[index]
+        "type": "redacted_thinking",
+        "data": "EnCrYpTeD",
+    }
+
+
+def test_openai_itself_gets_max_completion_tokens() -> None:
+    """OpenAI's own API takes ``max_completion_tokens`` (its reasoning models refuse
+    ``max_tokens``); compatible servers get ``max_tokens``, which they all know. Both
+    bodies are valid for the SDK's request type."""
+    from wire_check import openai_problems
+
+    from halo_actors.agent.providers.openai import request_body
+
+    options = ModelOptions(max_tokens=700, temperature=0.1)
+    official = request_body("gpt-4.1", options, request(*LOOP), official=True)
+    compatible = request_body("llama3.2", options, request(*LOOP))
+    assert official["max_completion_tokens"] == 700 and "max_tokens" not in official
+    assert compatible["max_tokens"] == 700 and "max_completion_tokens" not in compatible
+    assert openai_problems(official) == openai_problems(compatible) == []

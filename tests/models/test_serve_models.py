@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from provider_kit import ANTHROPIC, SECRET, Wire, results_in, serving, tool_loop
+from provider_kit import ANTHROPIC, OPENAI, SECRET, Wire, results_in, serving, tool_loop
 from wire_formats import Turn
 
 SERVE_BUDGET = 60.0
@@ -78,14 +78,15 @@ def frames(stream: str) -> list[dict[str, object]]:
     return [json.loads(line[5:]) for line in stream.splitlines() if line.startswith("data:")]
 
 
-@pytest.mark.parametrize("via", ["--model", "HALO_MODEL"])
 async def test_serve_with_a_model_runs_a_tool_using_conversation(
-    tmp_path: Path, wire: Wire, via: str
+    tmp_path: Path, wire: Wire
 ) -> None:
     """Rule: end to end through the runtime: a tool-using conversation (model → shell_exec →
-    result → answer) over ``serve --model …`` (or ``HALO_MODEL``) and curl, for each
-    provider, with the request bodies checked."""
+    result → answer) over ``serve --model …`` and curl, for each provider, with the
+    request bodies checked. (Anthropic is named by ``--model``, OpenAI by ``HALO_MODEL``,
+    ``--model``'s default: each way once.)"""
     spec = f"{wire.name}:test-model"
+    via = "--model" if wire is ANTHROPIC else "HALO_MODEL"
     with trio.fail_after(SERVE_BUDGET):
         async with serving(wire, tool_loop(wire)) as server:
             extra = wire.env(server) | ({"HALO_MODEL": spec} if via == "HALO_MODEL" else {})
@@ -129,10 +130,10 @@ async def test_serve_refuses_a_bad_model_at_start(tmp_path: Path, spec: str, say
     assert ANTHROPIC.key_env not in env
 
 
-async def test_the_live_check_script_runs_one_tool_using_turn(tmp_path: Path, wire: Wire) -> None:
+async def test_the_live_check_script_runs_one_tool_using_turn(tmp_path: Path) -> None:
     """``scripts/live_model_check.py`` against the loopback API: one tool-using turn, exit 0;
     with no key for the official host it skips (exit 0)."""
-    script = LIVE_CHECK
+    script, wire = LIVE_CHECK, OPENAI
     spec = f"{wire.name}:test-model"
     with trio.fail_after(SERVE_BUDGET):
         async with serving(wire, tool_loop(wire, "echo halo-live-check")) as server:
