@@ -157,3 +157,73 @@ def test_markup_in_a_message_and_a_tool_result_runs_no_script(
     assert transcript.locator("script").count() == 0
     assert person.page.evaluate("typeof window.__xss") == "undefined"
     assert person.violations() == []
+
+
+FOLD_CHECK = """
+async () => {
+  const { Tree } = await import("/web/fold.js");
+  const { TranscriptView, drawTree } = await import("/web/view.js");
+  const root = "web_alice_f", child = "web_alice_f>w1_x";
+  const events = [
+    [root, { type: "session_created", agentId: "default" }],
+    [root, { type: "message_queued", text: "go" }],
+    [root, { type: "user", text: "go", drained: 1 }],
+    [root, { type: "agent_start" }],
+    [root, { type: "thinking", text: "pondering <b>bold</b>" }],
+    [root, { type: "stream", text: "Hello " }],
+    [root, { type: "stream", text: "world" }],
+    [root, { type: "tool_call", toolName: "shell_exec", toolUseId: "a1", toolInput: { command: "ls" } }],
+    [root, { type: "tool_call", toolName: "shell_exec", toolUseId: "", toolInput: { command: "pwd" } }],
+    [root, { type: "tool_call", toolName: "shell_exec", toolUseId: "c1", toolInput: { command: "id" } }],
+    [root, { type: "tool_result", toolName: "shell_exec", toolUseId: "c1", result: "uid=0" }],
+    [root, { type: "tool_result", toolName: "shell_exec", toolUseId: "", result: "x", uiResult: "first" }],
+    [root, { type: "message_queued", text: "more" }],
+    [child, { type: "session_created", agentId: "default", parentId: root, title: "w1" }],
+    [child, { type: "user", text: "(from: session p) task", fromSessionIds: [root] }],
+  ];
+  const tree = new Tree();
+  events.forEach(([sessionId, event], i) => tree.apply({ seq: i + 1, sessionId, ts: 0, event }));
+  const midway = { state: tree.nodes.get(root).state, tool: tree.nodes.get(root).tool,
+                   queued: tree.nodes.get(root).mailbox };
+  tree.apply({ seq: 50, sessionId: root, ts: 0, event: { type: "tool_result", toolUseId: "z", result: "last" } });
+  tree.apply({ seq: 51, sessionId: root, ts: 0, event: { type: "complete" } });
+  tree.apply({ seq: 52, sessionId: root, ts: 0, event: { type: "user", text: "(from: session c) done", drained: 1, fromSessionIds: [child] } });
+  const list = document.createElement("ol");
+  new TranscriptView(list).draw(tree.nodes.get(root));
+  const taskList = document.createElement("ol");
+  new TranscriptView(taskList).draw(tree.nodes.get(child));
+  const treeList = document.createElement("ul");
+  drawTree(treeList, tree, root, () => {});
+  const details = list.querySelector("details.thinking");
+  return {
+    midway,
+    kinds: [...list.children].map((li) => li.dataset.kind),
+    thinkingOpen: details.open,
+    thinking: details.textContent,
+    reply: list.querySelector(".entry.assistant > .text").textContent,
+    outputs: [...list.querySelectorAll(".tool-output")].map((o) => o.textContent),
+    taskKinds: [...taskList.children].map((li) => li.dataset.kind),
+    rows: [...treeList.children].map((li) => [li.dataset.sessionId, li.dataset.state]),
+    elements: list.querySelectorAll("b").length,
+  };
+}
+"""
+
+
+def test_the_transcript_folds_thinking_pairs_results_and_tells_tasks_from_reports(
+    person: Person, server: WebServer
+) -> None:
+    """Rules (the page's fold, fed records directly): thinking is folded; a result goes to
+    the call with its id, else to the first call still waiting; pending calls are marked;
+    a node is ``in tool`` with its command and ``queued N``; a parent's message is a task,
+    a child's a report."""
+    person.page.goto(server.url + "/")
+    got = person.page.evaluate(FOLD_CHECK)
+    assert got["midway"] == {"state": "in tool", "tool": "shell_exec: pwd", "queued": 1}
+    assert got["kinds"] == ["user", "assistant", "tool", "tool", "tool", "report"]
+    assert got["thinkingOpen"] is False and got["thinking"] == "thinkingpondering <b>bold</b>"
+    assert got["reply"] == "Hello world"
+    assert got["outputs"] == ["first", "last", "uid=0"]
+    assert got["taskKinds"] == ["task"]
+    assert got["rows"] == [["web_alice_f", "idle"], ["web_alice_f>w1_x", "idle"]]
+    assert got["elements"] == 0
