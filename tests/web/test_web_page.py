@@ -129,12 +129,12 @@ def test_after_a_server_restart_the_page_catches_up_with_nothing_missing(
     expect(person.entries("assistant").last).to_contain_text(
         "Done: after the restart", timeout=WAIT_MS
     )
-    person.wait_state(root, "idle")
-    server.stop()
-    records = server.records(root)
+    person.wait_state(root, "idle")  # the run is over: the log holds the whole tree now
+    records = server.records(root)  # read-only, beside the running server
+    body = person.page.locator("body")
+    expect(body).to_have_attribute("data-records", str(len(records)), timeout=WAIT_MS)
+    expect(body).to_have_attribute("data-last-seq", str(records[-1].seq))
     assert person.body("duplicates") == "0"
-    assert person.body("records") == str(len(records))
-    assert person.body("lastSeq") == str(records[-1].seq)
 
 
 def test_markup_in_a_message_and_a_tool_result_runs_no_script(
