@@ -208,10 +208,11 @@ class TokenCache:
         """The workspaces of the tokens read so far (never blocks)."""
         return {t.workspace for t in self._by_hash.values()}
 
-    async def _refresh(self) -> None:
-        """Re-read the file if it changed; concurrent callers wait for the one reading it."""
+    async def _refresh(self, *, force: bool = False) -> None:
+        """Re-read the file if it changed (checked at most once per ``reload_every`` unless
+        ``force``); concurrent callers wait for the one reading it."""
         async with self._lock:
-            if trio.current_time() - self._checked_at < self._reload_every:
+            if not force and trio.current_time() - self._checked_at < self._reload_every:
                 return
             try:
                 await self._reload_if_changed()
@@ -220,12 +221,13 @@ class TokenCache:
 
     async def watch(self, until: trio.Event) -> None:
         """Re-check the file every ``reload_every`` seconds (at least every 0.1 s apart)
-        until ``until`` is set, so a revocation ends open streams with no request."""
+        until ``until`` is set, so a revocation ends open streams with no request. Each
+        tick checks (``force``): a request's recent check must not push the next one back."""
         while True:
             with trio.move_on_after(max(self._reload_every, 0.1)):
                 await until.wait()
                 return
-            await self._refresh()
+            await self._refresh(force=True)
 
     async def _reload_if_changed(self) -> None:
         version = await trio.to_thread.run_sync(self.store.version)
