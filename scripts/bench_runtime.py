@@ -60,13 +60,13 @@ import trio.testing
 
 from halo_actors.agent.scripted import Rule, Script, ScriptedCall, ScriptedModel, Step
 from halo_actors.core import ids
-from halo_actors.core.log import EventLog, MemoryEventLog, SqliteEventLog
+from halo_actors.core.events import TextStreamed, TurnCompleted
+from halo_actors.core.log import EventFilter, EventLog, MemoryEventLog, SqliteEventLog
 from halo_actors.runtime.embed import log_path
 from halo_actors.runtime.profiles import DEFAULT_TOOLS, AgentProfile, Limits, Profiles
 from halo_actors.runtime.rounds import FINAL_HEADER
 from halo_actors.runtime.supervisor import Supervisor, open_supervisor
-from halo_actors.tools import registry
-from halo_actors.tools.base import ToolContext, ToolOutput, define_tool
+from halo_actors.tools.base import Tool, ToolContext, ToolOutput, define_tool
 from halo_actors.tools.files import Workspace
 
 try:
@@ -79,6 +79,8 @@ try:
     )
 except ImportError:  # pragma: no cover - the peer is a bench-only extra
     sys.exit("autogen-core is missing: pip install -e '.[bench]'")
+
+from bench_langgraph import PeerTurns, langgraph_turns
 
 BLOCK_TOOL = "bench_block"
 WARM_TURNS = 20
@@ -298,6 +300,57 @@ async def our_turns(count: int, durable: bool) -> TurnFigures:
     )
 
 
+@dataclass
+class StreamFigures:
+    deltas: int
+    per_second: float
+    commits: int
+
+
+async def our_stream(deltas: int) -> StreamFigures:
+    """One session on the SQLite log streams ``deltas`` text deltas (a model with no delay);
+    timed from ``send`` until a subscriber of the session has received the terminal
+    ``complete``, i.e. every delta durable and delivered."""
+    text = "abcd" * deltas
+    model = ScriptedModel({"default": Script(rules=(Rule(steps=(Step(text=text, chunk=4),)),))})
+    with tempfile.TemporaryDirectory(prefix="bench_rt_") as folder:
+        event_log = await SqliteEventLog.open(log_path(folder))
+        try:
+            async with open_supervisor(event_log, model, workspace=Workspace(folder)) as sup:
+                sid = await sup.create_session(namespace="bench")
+                got = 0
+                commits = event_log.commits
+                with trio.fail_after(SAFETY_SECONDS):
+                    async with event_log.subscribe(  # the turn never yields: one burst
+                        EventFilter(session_id=sid), event_log.last_seq, buffer_size=2 * deltas
+                    ) as subscription:
+                        started = time.perf_counter()
+                        await sup.send(sid, "stream")
+                        async for record in subscription:
+                            got += isinstance(record.event, TextStreamed)
+                            if isinstance(record.event, TurnCompleted):
+                                break
+                        seconds = time.perf_counter() - started
+                if got != deltas:
+                    raise RuntimeError(f"stream: {got} of {deltas} deltas delivered")
+                await sup.wait_idle(sid)
+                commits = event_log.commits - commits
+        finally:
+            await event_log.aclose()
+    return StreamFigures(deltas, deltas / seconds, commits)
+
+
+def bench_stream(n: int, out: dict[str, Any]) -> None:
+    figures = run_trio(our_stream, n)
+    out |= {
+        "stream_deltas": n,
+        "stream_sqlite_per_s": round(figures.per_second),
+        "stream_commits": figures.commits,
+    }
+    print(f"one session streaming {n} deltas, SQLite log, until a subscriber has them all:")
+    print(f"  {figures.per_second:8.0f} deltas/s (target ≥ 5,000) in {figures.commits} commits")
+
+
 def wide_profiles(parallel: int, *, extra_tools: tuple[str, ...] = ()) -> Profiles:
     limits = Limits(max_parallel_tools=parallel)
     profile = AgentProfile(name="default", limits=limits, tools=DEFAULT_TOOLS + extra_tools)
@@ -368,19 +421,14 @@ class _NoArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     pass
 
 
-def install_block_tool(entered: Callable[[], None]) -> None:
-    """Add ``bench_block`` (calls ``entered``, then blocks until cancelled) to the tool table."""
+def block_tool(entered: Callable[[], None]) -> Tool:
+    """``bench_block``: calls ``entered``, then blocks until cancelled (a custom tool)."""
 
     async def block(ctx: ToolContext, args: _NoArgs) -> ToolOutput:
         entered()
         await trio.sleep_forever()
 
-    table = registry.BUILTIN_TOOLS
-    if not isinstance(table, dict):
-        raise RuntimeError("the built-in tool table is read-only here: use --stop-leaf model")
-    table[BLOCK_TOOL] = define_tool(
-        BLOCK_TOOL, "Blocks until cancelled (benchmark).", _NoArgs, block
-    )
+    return define_tool(BLOCK_TOOL, "Blocks until cancelled (benchmark).", _NoArgs, block)
 
 
 @dataclass
@@ -408,7 +456,7 @@ async def our_stop(total: int, leaf_mode: str, durable: bool) -> StopFigures:
         if in_tool == leaves:
             all_in.set()
 
-    install_block_tool(entered)
+    tool = block_tool(entered)
     if leaf_mode == "tool":
         step = Step(calls=(ScriptedCall(name=BLOCK_TOOL),))
     else:
@@ -419,7 +467,7 @@ async def our_stop(total: int, leaf_mode: str, durable: bool) -> StopFigures:
         event_log = await open_log(durable, folder)
         try:
             async with open_supervisor(
-                event_log, model, workspace=Workspace(folder), profiles=profiles
+                event_log, model, workspace=Workspace(folder), profiles=profiles, tools=[tool]
             ) as sup:
                 with trio.fail_after(SAFETY_SECONDS):
                     built = time.perf_counter()
@@ -575,13 +623,25 @@ def code_version() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def bench_turns(n: int, repeat: int, out: dict[str, Any]) -> None:
+def run_langgraph(n: int, saver: str) -> PeerTurns:
+    gc.collect()
+    with tempfile.TemporaryDirectory(prefix="bench_lg_") as folder:
+        return langgraph_turns(n, saver, folder)
+
+
+def bench_turns(n: int, repeat: int, peer_repeat: int, out: dict[str, Any]) -> None:
     rpc, ext, mem, sql = [], [], [], []
-    for _ in range(repeat):
+    lg: dict[str, list[PeerTurns]] = {"memory": [], "sqlite": []}
+    for i in range(repeat):
         rpc.append(run_asyncio(autogen_rpc, n))
         ext.append(run_asyncio(autogen_external_rpc, n))
         mem.append(run_trio(our_turns, n, False))
+        if i < peer_repeat:
+            lg["memory"].append(run_langgraph(n, "memory"))
         sql.append(run_trio(our_turns, n, True))
+        if i < peer_repeat:
+            lg["sqlite"].append(run_langgraph(n, "sqlite"))
+    bench_langgraph_figures(n, lg, {"memory": mem, "sqlite": sql}, out)
     base = median(rpc)
     figures: dict[str, float] = {}
     for name, runs in (("memory", mem), ("sqlite", sql)):
@@ -613,6 +673,33 @@ def bench_turns(n: int, repeat: int, out: dict[str, Any]) -> None:
             f"  ours, {name} log        {rate:8.0f} /s  ×{rate / base:.2f} (target ≥ {target});"
             f" first tenth {out[f'turns_{name}_first_tenth_per_s']} /s,"
             f" last tenth {out[f'turns_{name}_last_tenth_per_s']} /s"
+        )
+
+
+def bench_langgraph_figures(
+    n: int,
+    peer: dict[str, list[PeerTurns]],
+    ours: dict[str, list[TurnFigures]],
+    out: dict[str, Any],
+) -> None:
+    """Ours against LangGraph, memory against ``InMemorySaver``, SQLite against ``SqliteSaver``."""
+    print(f"turns against LangGraph ({n} invokes of one thread, {len(peer['memory'])} run(s)):")
+    for name, saver, target in (("memory", "InMemorySaver", 100), ("sqlite", "SqliteSaver", 50)):
+        if not peer[name]:
+            continue
+        theirs = median([t.per_second for t in peer[name]])
+        first = median([t.first_tenth_per_second for t in peer[name]])
+        last = median([t.last_tenth_per_second for t in peer[name]])
+        mine = median([t.per_second for t in ours[name]])
+        out |= {
+            f"langgraph_{name}_per_s": round(theirs, 1),
+            f"langgraph_{name}_first_tenth_per_s": round(first, 1),
+            f"langgraph_{name}_last_tenth_per_s": round(last, 1),
+            f"turns_vs_langgraph_{name}": round(mine / theirs, 1),
+        }
+        print(
+            f"  LangGraph {saver:14s} {theirs:8.1f} /s (first tenth {first:.1f} /s, last tenth"
+            f" {last:.1f} /s); ours {mine:.0f} /s: ×{mine / theirs:.0f} (target ≥ {target})"
         )
 
 
@@ -706,9 +793,16 @@ def main() -> None:
     parser.add_argument("--stop-leaf", choices=("tool", "model"), default="tool")
     parser.add_argument("--stop-repeat", type=int, default=1, help="stop runs (a run is slow)")
     parser.add_argument("--idle-sessions", type=int, default=100_000)
+    parser.add_argument("--stream-deltas", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=3, help="runs per turns/fan-out case")
     parser.add_argument(
-        "--skip", action="append", default=[], choices=("turns", "fanout", "stop", "idle")
+        "--peer-repeat", type=int, default=1, help="LangGraph runs per saver (a run is slow)"
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        choices=("turns", "fanout", "stop", "idle", "stream"),
     )
     args = parser.parse_args()
     log_counts: Counter[str] = Counter()
@@ -727,13 +821,15 @@ def main() -> None:
     )
     started = time.perf_counter()
     if "turns" not in args.skip:
-        bench_turns(args.turns, args.repeat, out)
+        bench_turns(args.turns, args.repeat, args.peer_repeat, out)
     if "fanout" not in args.skip:
         bench_fanout(args.fanout, args.repeat, out)
     if "stop" not in args.skip:
         bench_stop(args.stop_sessions, args.stop_leaf, args.stop_repeat, out)
     if "idle" not in args.skip:
         bench_idle(args.idle_sessions, out)
+    if "stream" not in args.skip:
+        bench_stream(args.stream_deltas, out)
     out["log_events"] = dict(log_counts)
     out["wall_s"] = round(time.perf_counter() - started, 1)
     if log_counts:

@@ -140,8 +140,7 @@ class SessionActor:
     async def emit(self, *events: Event) -> None:
         log = self._log
         if log.pipelined:  # stamp + apply in one step: atomic without the lock
-            for record in log.append_nowait(self.session_id, *events):
-                self.state.apply(record)
+            self._append_nowait(*events)
             if log.stamped_seq - log.last_seq > MAX_BACKLOG:  # the writer's queue is bounded here
                 with trio.CancelScope(shield=True):  # applied: emit never raises Cancelled
                     await log.wait_durable(log.stamped_seq - MAX_BACKLOG // 2)
@@ -167,6 +166,11 @@ class SessionActor:
             and not lock.statistics().tasks_waiting
         ):
             self._emit_lock = None
+
+    def _append_nowait(self, *events: Event) -> None:
+        """Pipelined log only: stamp and apply, one atomic step."""
+        for record in self._log.append_nowait(self.session_id, *events):
+            self.state.apply(record)
 
     async def _append(self, *events: Event) -> None:
         """Caller holds ``_emit_lock``. Pipelined, this never suspends, so every critical
@@ -393,32 +397,46 @@ class SessionActor:
         return had_work
 
     async def _abort_once(self, how: Literal["stop", "archive"], grace: float) -> bool:
-        state = self.state
-        if state.lifecycle in ("archived", "deleted"):
+        if self.state.lifecycle in ("archived", "deleted"):
             return False
         async with self.lock:  # decided under the lock a round is opened under
-            had_work = self.running or bool(state.mailbox)
-            first: list[Event] = []
-            if how == "stop":
-                first += self._folds()
-            elif state.mailbox:
-                first.append(MailboxDiscarded(count=len(state.mailbox)))
-            first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
-            await self._append(*first)
+            had_work = self.running or bool(self.state.mailbox)
+            await self._append(*self._abort_opening(how))
         if self._turn_scope is not None:
             self._turn_scope.cancel()
         if self.run_ended is not None:
             await self.run_ended.wait()
         await self.kill_process_groups(grace)
         async with self.lock:
-            if how == "stop":
-                await self._append(SessionStopped())
-            else:  # messages that arrived during the archive are discarded too, logged
-                late = len(state.mailbox)
-                await self._append(
-                    *([MailboxDiscarded(count=late)] if late else []), SessionArchived()
-                )
+            await self._append(*self._abort_closing(how))
         return had_work
+
+    def _abort_opening(self, how: Literal["stop", "archive"]) -> list[Event]:
+        """Fold (stop) or discard (archive) the mailbox; clear the interrupt and the kick."""
+        first: list[Event] = []
+        if how == "stop":
+            first += self._folds()
+        elif self.state.mailbox:
+            first.append(MailboxDiscarded(count=len(self.state.mailbox)))
+        first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
+        return first
+
+    def _abort_closing(self, how: Literal["stop", "archive"]) -> list[Event]:
+        if how == "stop":
+            return [SessionStopped()]
+        late = len(self.state.mailbox)  # arrived during the archive: discarded too, logged
+        return [*([MailboxDiscarded(count=late)] if late else []), SessionArchived()]
+
+    def claim_abort_nowait(self) -> bool:
+        """For :func:`abort_together`: take this session's abort turn now, or False if an
+        abort of it is in progress (the caller then aborts it with :meth:`abort`)."""
+        if self._abort_lock is None:
+            self._abort_lock = trio.Lock()
+        try:
+            self._abort_lock.acquire_nowait()
+        except trio.WouldBlock:
+            return False
+        return True
 
     def _folds(self) -> list[Event]:
         """The mailbox as one fold, or as several when one record could not hold it all."""
@@ -437,6 +455,48 @@ class SessionActor:
         async with trio.open_nursery() as nursery:
             for pgid in groups:
                 nursery.start_soon(kill_process_group, pgid, grace)
+
+
+async def abort_together(
+    actors: list[SessionActor], how: Literal["stop", "archive"], grace: Callable[[str], float]
+) -> list[bool]:
+    """Abort many sessions (a cascade) in the caller's task, step by step for all of them:
+    what :meth:`SessionActor.abort` does, without a task, a lock or a wait per session.
+
+    Pipelined log only (every append is one synchronous step, so each step of each
+    session is atomic), and only for sessions whose abort turn the caller claimed
+    (``claim_abort_nowait``); each was counted in ``aborts_pending`` first. Their records
+    are stamped back to back, so they go to the log in one or a few commits. Returns,
+    per session, whether there was anything to stop.
+    """
+    had_work = [False] * len(actors)
+    try:
+        with trio.CancelScope(shield=True):
+            live = [
+                i for i, a in enumerate(actors) if a.state.lifecycle not in ("archived", "deleted")
+            ]
+            for i in live:
+                actor = actors[i]
+                had_work[i] = actor.running or bool(actor.state.mailbox)
+                actor._append_nowait(*actor._abort_opening(how))
+                if actor._turn_scope is not None:
+                    actor._turn_scope.cancel()
+            for i in live:
+                if (ended := actors[i].run_ended) is not None:
+                    await ended.wait()
+            groups = [i for i in live if actors[i]._process_groups]
+            if groups:
+                async with trio.open_nursery() as nursery:
+                    for i in groups:
+                        nursery.start_soon(actors[i].kill_process_groups, grace(actors[i].agent_id))
+            for i in live:
+                actors[i]._append_nowait(*actors[i]._abort_closing(how))
+    finally:
+        for actor in actors:
+            actor.aborts_pending -= 1
+            assert actor._abort_lock is not None
+            actor._abort_lock.release()
+    return had_work
 
 
 class _Host:

@@ -59,7 +59,7 @@ from ..tools.sandbox import Sandbox
 from .driver import RunDriver
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
-from .session import Delivered, Mode, SessionActor, closing_events
+from .session import Delivered, Mode, SessionActor, abort_together, closing_events
 
 log = get_logger("halo_actors.supervisor")
 
@@ -545,13 +545,24 @@ class Supervisor:
             actor.aborts_pending += 1
         results: list[bool] = []
 
-        async def abort_one(actor: SessionActor) -> None:
-            grace = self._profile(actor.agent_id).limits.kill_grace
-            results.append(await actor.abort(how, grace))
+        def grace(agent_id: str) -> float:
+            return self._profile(agent_id).limits.kill_grace
 
+        async def abort_one(actor: SessionActor) -> None:
+            results.append(await actor.abort(how, grace(actor.agent_id)))
+
+        # Pipelined, the idle sessions (no run) whose abort turn is free are aborted together
+        # in this task, with no task, lock or wait per session; a session with a run gets
+        # a task of its own, as before (its abort waits for the run to end).
+        together = [
+            a for a in actors if self.log.pipelined and not a.running and a.claim_abort_nowait()
+        ]
+        claimed = set(together)
         async with trio.open_nursery() as nursery:
             for actor in actors:
-                nursery.start_soon(abort_one, actor)
+                if actor not in claimed:
+                    nursery.start_soon(abort_one, actor)
+            results += await abort_together(together, how, grace)
         await self.log.wait_durable(max(a.state.last_seq for a in actors))
         self._notify()
         for actor in actors:

@@ -34,13 +34,13 @@ from halo_actors.core.events import (
 SUITE = "kill -9 mid-write"
 
 
-@pytest.mark.parametrize("seed", seeds(2000, 1, 4))
+@pytest.mark.parametrize("seed", seeds(2000, 1, 10))
 async def test_sigkill_mid_write_loses_nothing_a_client_saw(
     seed: int, tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:
     plan = KillPlan(
         seed,
-        kills=scale(3, 8),
+        kills=scale(3, 20),  # full size: 10 seeds x 20 = 200 kills
         sessions=scale(3, 6),
         subscribers=scale(1, 2),
         life=(0.5, 2.5) if FULL else (0.4, 1.5),

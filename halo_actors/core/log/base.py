@@ -143,6 +143,8 @@ class LogBase:
         """Set (and replaced) when ``last_seq`` moves while someone waits, or the log fails."""
         self._durable_waiters = 0
         self._failed = trio.Event()
+        self._last_checked_id: str | None = None
+        """The last session id found safe (the very same object skips the check)."""
 
     @property
     def last_seq(self) -> int:
@@ -236,7 +238,9 @@ class LogBase:
     def _stamp(self, session_id: str, events: Sequence[Event]) -> list[tuple[Record, bytes]]:
         """Validate and encode; raises before any state changes on bad input."""
         self._check_open()
-        check_session_id(session_id)
+        if session_id is not self._last_checked_id:  # a session's appends come in runs
+            check_session_id(session_id)
+            self._last_checked_id = session_id
         if not events:
             raise InvalidInput("append needs at least one event")
         now = max(time.time_ns() // 1_000_000, self._last_ts)
