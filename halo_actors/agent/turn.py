@@ -10,7 +10,8 @@ Invariants (each is what a cut turn leaves behind):
   model timeout is retried from scratch and lands nothing;
 - every tool call of a batch gets exactly one logged result: its own when it
   finished, else (in a ``finally``) the do-not-retry marker for a call that had
-  started and the not-run result for one that had not;
+  started and the not-run result for one that had not; a person sees the same fact
+  (``[interrupted by user]`` / ``[not run — interrupted]``), never a position;
 - cleanup after an abort runs shielded and time-bounded;
 - no request goes out while the conversation is over the context window: the turn
   makes room first (a compaction), and ends with an error if it cannot; a prompt the
@@ -41,6 +42,7 @@ from ..core.events import (
     ToolReturned,
     UsageReported,
 )
+from ..core.state import LANDED
 from ..tools.base import Tool, ToolContext, ToolOutput, ToolSpec, call_tool
 from .model import (
     Model,
@@ -221,7 +223,7 @@ async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) 
         if text:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
                 landed = TextBlock(text="".join(text) + "\n\n" + STREAM_CUT_MARKER)
-                await host.emit(AssistantReplied(content=(landed,), stop_reason="interrupted"))
+                await host.emit(AssistantReplied(content=(landed,), stop_reason=LANDED))
         raise
     raise ModelFailed("the model stream ended without a stop reason")
 
@@ -319,14 +321,15 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
 
 
 def _cut_results(cut: list[ToolUse], started: set[str]) -> list[Event]:
-    """Results for the calls a hard abort cut: marked for the model and for a person."""
+    """Results for the calls a hard abort cut, marked for the model and for a person by
+    the same fact: whether the call had started (never by its place in the batch)."""
     return [
         ToolReturned(
             tool_name=use.name,
             tool_use_id=use.id,
             result=INTERRUPTED_RESULT if use.id in started else NOT_RUN_RESULT,
             is_error=True,
-            ui_result=UI_INTERRUPTED if index == 0 else UI_NOT_RUN,
+            ui_result=UI_INTERRUPTED if use.id in started else UI_NOT_RUN,
         )
-        for index, use in enumerate(cut)
+        for use in cut
     ]

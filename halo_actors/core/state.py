@@ -9,6 +9,8 @@ Invariants:
 - a ``MailboxFolded`` that arrives while a turn is open or a compaction runs is
   parked and lands, in order, when the turn completes or the compaction ends, so
   a fold never splits a tool call from its result;
+- text a hard cut landed (``stop_reason`` ``interrupted``) joins the conversation and
+  the UI log, never a turn's output: output and reports carry answers only;
 - a tool result goes to the conversation next to the call it answers, and to
   the UI entry with its id, else to the first entry still waiting for output;
 - a ``SessionCreated`` for a session already created (a deleted id, created again)
@@ -53,6 +55,9 @@ from .events import (
 )
 
 Lifecycle = Literal["live", "stopped", "archived", "deleted"]
+
+LANDED = "interrupted"
+"""``AssistantReplied.stop_reason`` of the text a hard cut landed (no model stops so)."""
 
 
 @dataclass(slots=True)
@@ -100,10 +105,15 @@ class SessionState:
     turn_open: bool = False
     round_sources: tuple[str, ...] = ()
     turn_output: str = ""
-    """Assistant text of the current (or last) turn."""
-    turn_errored: bool = False
+    """Assistant text of the current (or last) turn; text a hard cut landed is not in it."""
+    turn_error: str = ""
+    """The last error the current (or last) turn raised; empty while it raised none."""
     last_output: str = ""
-    """Assistant text of the last completed turn that produced any."""
+    """Assistant text of the last completed turn that answered (text, no error)."""
+    last_turn_output: str = ""
+    """What the last completed turn answered: its text, or empty (none, or it errored)."""
+    last_turn_error: str = ""
+    """The error that ended the last completed turn (or a run with no turn open)."""
     parked_folds: tuple[str, ...] = ()
     """Folds waiting for the turn or compaction to end (a tuple: usually empty, shared)."""
     final_reports: int = 0
@@ -158,7 +168,9 @@ class SessionState:
             case ToolReturned() as e:
                 self._tool_result(e)
             case ErrorRaised() as e:
-                self.turn_errored = True
+                self.turn_error = e.error
+                if not self.turn_open:  # a run that ended early with no turn open
+                    self.last_turn_output, self.last_turn_error = "", e.error
                 self.ui.append(UiEntry("error", e.error, record.seq, record.ts))
             case TurnCompleted():
                 self._complete_turn()
@@ -210,14 +222,15 @@ class SessionState:
         self.resumed_after_interrupt = e.resumed_after_interrupt
         self.round_sources = e.from_session_ids
         self.turn_output = ""
-        self.turn_errored = False
+        self.turn_error = ""
         self.lifecycle = "live" if self.lifecycle == "stopped" else self.lifecycle
 
     def _assistant(self, e: AssistantReplied, record: Record) -> None:
         self._add_message(Message(role="assistant", content=e.content))
         text = "".join(b.text for b in e.content if isinstance(b, TextBlock))
         if text:
-            self.turn_output += text
+            if e.stop_reason != LANDED:  # a cut turn's streamed text is no answer
+                self.turn_output += text
             self.ui.append(UiEntry("assistant", text, record.seq, record.ts))
 
     def _tool_result(self, e: ToolReturned) -> None:
@@ -254,10 +267,16 @@ class SessionState:
         grown = max(0, self.context_chars - self.measured_chars) // CHARS_PER_TOKEN
         return self.measured_tokens + grown
 
+    @property
+    def turn_errored(self) -> bool:
+        return bool(self.turn_error)
+
     def _complete_turn(self) -> None:
         self.turn_open = False
-        if self.turn_output and not self.turn_errored:
-            self.last_output = self.turn_output
+        answer = "" if self.turn_error else self.turn_output
+        self.last_turn_output, self.last_turn_error = answer, self.turn_error
+        if answer:
+            self.last_output = answer
         self._land_folds()
 
     def _flags(self, e: FlagsChanged) -> None:

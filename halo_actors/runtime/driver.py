@@ -63,6 +63,7 @@ class RunDriver:
         workspace: Workspace,
         tree: TreeControl,
         turn_ended: TurnEnded,
+        below_busy: Callable[[str], bool],
         *,
         tools: ToolRegistry,
         tool_tasks: trio.Nursery,
@@ -73,6 +74,8 @@ class RunDriver:
         self.workspace = workspace
         self.tree = tree
         self.turn_ended = turn_ended
+        self.below_busy = below_busy
+        """Whether a run is alive below a session (read as each turn starts)."""
         self.tools = tools
         self.tool_tasks = tool_tasks
         """Where custom tools run (a hard interrupt may have to leave one behind)."""
@@ -81,6 +84,7 @@ class RunDriver:
 
     async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
+        actor.owed_interim = ""  # a stopped run's owed answer is not carried into this one
         if compact_first:
             await self.compact(actor, profile)
         round_event = await actor.open_round("opening")
@@ -92,6 +96,7 @@ class RunDriver:
         self, actor: SessionActor, profile: AgentProfile, round_event: RoundStarted
     ) -> str:
         """Run one turn and what follows it (reports, compaction); returns its stop reason."""
+        actor.waited_on_children = self.below_busy(actor.session_id)
         reason = await actor.run_turn(
             self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
         )

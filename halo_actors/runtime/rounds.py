@@ -9,6 +9,8 @@
 - :func:`report_recipient` decides who is owed the output of a turn: the parent,
   when the round came from the parent; nobody for a person's own chat, a
   sibling's message or a resume kick.
+- :func:`final_report` reads only the run's last turn: its answer as ``done``, or
+  its error as ``error`` (never an earlier turn's answer a second time).
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ RESUME_TEXT = "[resume] Continue the task you were working on before the interru
 INTERIM_HEADER = "[Interim report · status: still running]"
 INTERIM_FOOTER = "Not the final result."
 FINAL_HEADER = "[Final report · status: done]"
+
+
+def final_header(status: str) -> str:
+    """``[Final report · status: <status>]``: ``done``, or ``error`` for an errored last turn."""
+    return f"[Final report · status: {status}]"
+
+
 SIBLINGS_RUNNING = "Other sub-sessions of yours are still running: do not wrap up yet."
 
 
@@ -74,6 +83,10 @@ def interim_report(output: str, limit: int) -> str:
     return f"{INTERIM_HEADER}\n{cap(output, limit)}\n\n{INTERIM_FOOTER}"
 
 
-def final_report(output: str, limit: int, siblings_running: bool) -> str:
-    body = f"{FINAL_HEADER}\n{cap(output, limit) if output else '(no text output)'}"
+def final_report(output: str, limit: int, siblings_running: bool, error: str = "") -> str:
+    """The report of a run's last turn: its answer (``done``), or its ``error``."""
+    if error:
+        body = f"{final_header('error')}\n{cap(error, limit)}"
+    else:
+        body = f"{FINAL_HEADER}\n{cap(output, limit) if output else '(no text output)'}"
     return f"{body}\n\n{SIBLINGS_RUNNING}" if siblings_running else body

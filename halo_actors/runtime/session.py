@@ -38,7 +38,6 @@ from ..agent.model import RoundInfo
 from ..agent.repair import (
     INTERRUPTED_RESULT,
     UI_INTERRUPTED,
-    UI_NOT_RUN,
     RepairCache,
     unanswered,
 )
@@ -94,11 +93,12 @@ class SessionActor:
         "_turn_scope",
         "aborts_pending",
         "agent_id",
-        "answered_parent",
         "compact_requested",
+        "owed_interim",
         "run_ended",
         "session_id",
         "state",
+        "waited_on_children",
     )
 
     def __init__(self, state: SessionState, log: EventLog) -> None:
@@ -116,8 +116,11 @@ class SessionActor:
         self._abort_lock: trio.Lock | None = None
         self._process_groups: set[int] | None = None
         self._repair: RepairCache | None = None
-        self.answered_parent = False
-        """This run answered the parent and that answer has not been forwarded yet."""
+        self.owed_interim = ""
+        """An answer to the parent given while a child ran, not forwarded yet (the run's
+        deferred interim if it ends with a child still running)."""
+        self.waited_on_children = False
+        """A child of this session was running when the current turn started."""
         self.compact_requested = False
         """A manual compaction waits for the end of the current turn."""
         self._logger: structlog.typing.FilteringBoundLogger | None = None
@@ -529,15 +532,17 @@ def closing_events(state: SessionState, why: str, *, run_ended: bool = False) ->
     compaction has none); its error and ``agent_done`` are logged either way, so a
     stream following the run sees it end.
     """
+    # Any open call may have run before the crash: the model is told each was cut, and
+    # a person sees the same (the marker follows the model's result, never a position).
     events: list[Event] = [
         ToolReturned(
             tool_name=use.name,
             tool_use_id=use.id,
             result=INTERRUPTED_RESULT,
             is_error=True,
-            ui_result=UI_INTERRUPTED if i == 0 else UI_NOT_RUN,
+            ui_result=UI_INTERRUPTED,
         )
-        for i, use in enumerate(unanswered(state.messages))
+        for use in unanswered(state.messages)
     ]
     if state.is_compacting:
         events.append(FlagsChanged(is_compacting=False))

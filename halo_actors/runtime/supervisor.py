@@ -104,6 +104,7 @@ class Supervisor:
             workspace,
             self,
             self._report_turn_end,
+            self.below_busy,
             tools=tools,
             tool_tasks=nursery,
             access_of=lambda actor: self.access_of(actor.session_id),
@@ -436,12 +437,21 @@ class Supervisor:
     async def _report_turn_end(
         self, actor: SessionActor, profile: AgentProfile, reason: str
     ) -> None:
+        """After a turn: an interim report when it answered its parent and another turn
+        follows; else remember the answer, owed as a deferred interim, if the turn began
+        while a child of this session was running (a turn that dispatches its first
+        child owes the final report instead)."""
         state = actor.state
         recipient = report_recipient(state.parent_id, state.round_sources)
-        answered = state.turn_output and not state.turn_errored and reason != "interrupted"
-        if recipient is None or not answered:  # a cut turn's partial text is no answer
+        # An answer: text, no error, and the turn ended on its own or with a kick armed
+        # (a soft yield at a batch boundary after continue_task still answered).
+        answered = (
+            state.turn_output
+            and not state.turn_errored
+            and (reason != "interrupted" or state.self_kick)
+        )
+        if recipient is None or not answered:
             return
-        actor.answered_parent = True
         if state.mailbox or state.self_kick:
             await self._report(
                 actor,
@@ -449,6 +459,12 @@ class Supervisor:
                 "interim",
                 interim_report(state.turn_output, profile.limits.report_cap),
             )
+        elif actor.waited_on_children:
+            actor.owed_interim = state.turn_output
+
+    def below_busy(self, session_id: str) -> bool:
+        """A run (or a run task still reporting) is alive somewhere below ``session_id``."""
+        return any(c in self._run_tasks for c in self.subtree(session_id)[1:])
 
     async def _report_run_end(self, actor: SessionActor) -> None:
         state = actor.state
@@ -459,20 +475,19 @@ class Supervisor:
         cap = (profile or DEFAULT_PROFILE).limits.report_cap
         sid = actor.session_id
         # A descendant whose run task is still alive may be about to report to us.
-        if not any(c in self._run_tasks for c in self.subtree(sid)[1:]):
+        if not self.below_busy(sid):
             # A sibling counts while anything in its subtree runs: an idle sibling waiting
             # on its own sub-session has not sent its final report yet.
             siblings_busy = self._runs_below.get(parent, 0) > self._runs_below.get(sid, 0)
-            await self._report(
-                actor, parent, "final", final_report(state.last_output, cap, siblings_busy)
-            )
-        elif actor.answered_parent:
-            await self._report(actor, parent, "interim", interim_report(state.last_output, cap))
+            report = final_report(state.last_turn_output, cap, siblings_busy, state.last_turn_error)
+            await self._report(actor, parent, "final", report)
+        elif actor.owed_interim:
+            await self._report(actor, parent, "interim", interim_report(actor.owed_interim, cap))
 
     async def _report(
         self, actor: SessionActor, to: str, kind: Literal["final", "interim"], text: str
     ) -> None:
-        actor.answered_parent = False
+        actor.owed_interim = ""
         await actor.emit(ReportSent(to_session_id=to, kind=kind))
         try:
             await self._deliver(to, text, (), actor.session_id, "soft")

@@ -125,7 +125,7 @@ async def test_hard_interrupt_marks_the_cut_call_do_not_retry_and_unstarted_ones
             assert_every_tool_use_answered_once(rt.sup.state(sid).messages)
 
 
-async def test_hard_interrupt_marks_pending_ui_entries_first_interrupted_rest_not_run(
+async def test_hard_interrupt_marks_pending_ui_entries_by_whether_they_started(
     tmp_path: Path,
 ) -> None:
     profiles = profiles_with(max_parallel_tools=1)
@@ -138,8 +138,13 @@ async def test_hard_interrupt_marks_pending_ui_entries_first_interrupted_rest_no
             await rt.sup.interrupt(sid, "stop that")
             await rt.sup.wait_idle(sid)
 
-            tools = [u for u in rt.sup.state(sid).ui if u.kind == "tool"]
-            assert [u.output for u in tools] == [UI_INTERRUPTED, UI_NOT_RUN, UI_NOT_RUN]
+            (started,) = [p.stem for p in pid_files if p.exists()]  # one call ran at a time
+            shown = {
+                str(u.tool_input["command"]).split("> ")[1][0]: u.output
+                for u in rt.sup.state(sid).ui
+                if u.kind == "tool" and u.tool_input is not None
+            }
+            assert shown == {n: UI_INTERRUPTED if n == started else UI_NOT_RUN for n in "abc"}
             await rt.assert_replay_matches(sid)
 
 

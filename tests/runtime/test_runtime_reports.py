@@ -10,7 +10,7 @@ import trio.testing
 from runtime_harness import BUDGET, Rule, Runtime, Step, call, profiles_with, running
 
 from halo_actors.core import ids
-from halo_actors.core.events import ReportSent, RoundStarted, TextStreamed, ToolReturned
+from halo_actors.core.events import AgentDone, ReportSent, RoundStarted, TextStreamed, ToolReturned
 from halo_actors.runtime.rounds import (
     FINAL_HEADER,
     INTERIM_FOOTER,
@@ -97,37 +97,71 @@ async def test_final_report_waits_until_the_childs_subtree_is_quiet(
                 (r.session_id, r.event.kind) for r in records if isinstance(r.event, ReportSent)
             ]
             assert reports == [
-                (child, "interim"),  # the deferred interim: its answer, grandchild still running
                 (grandchild, "final"),
                 (child, "final"),  # only once its subtree went quiet
             ]
-            assert await texts_received(rt, sid, child) == [
-                interim("delegated"),
-                final("child final answer"),
-            ]
+            assert await texts_received(rt, sid, child) == [final("child final answer")]
 
 
-async def test_deferred_interim_forwards_the_answer_to_the_parent(
+async def test_a_dispatch_turn_owes_the_final_report_not_a_deferred_interim(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """Rule: "a deferred interim is owed only if a child was already running when the
+    turn *started* (a dispatch turn owes the final report)". The child's opening turn
+    starts a grandchild and answers; its run ends while the grandchild runs: nothing
+    goes up until the final report."""
     rules = (
         Rule(match=r"grand task", steps=(Step(text="grand result", delay=5),)),
-        Rule(match=r"delegate please", steps=(start("grand task"), Step(text="my answer so far"))),
+        Rule(match=r"status: done\]\ngrand result", steps=(Step(text="all done"),)),
+        Rule(match=r"delegate please", steps=(start("grand task"), Step(text="delegated"))),
         NOTED,
     )
     with trio.fail_after(BUDGET):
         async with running(tmp_path, *rules) as rt:
             parent = await rt.sup.create_session(namespace="cli")
             child = await rt.sup.start_child(parent, "default", "delegate please")
+            await rt.wait_for(child, RoundStarted, lambda e: "grand result" in e.text)
+
+            assert await kinds_sent(rt, child) == []  # the dispatch turn sent nothing
+            await rt.sup.wait_idle(parent)
+            assert await kinds_sent(rt, child) == ["final"]
+            assert await texts_received(rt, parent, child) == [final("all done")]
+
+
+async def test_deferred_interim_forwards_an_answer_given_while_a_child_ran(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Rule: "A session waiting on its own children that answered its parent, and whose
+    run ends with a child still running, forwards that answer as an interim". The
+    parent asks "status?" while the grandchild runs: that answer goes up at once."""
+    rules = (
+        Rule(match=r"grand task", steps=(Step(text="grand result", delay=5),)),
+        Rule(match=r"status\?", steps=(Step(text="still waiting on my helper"),)),
+        Rule(match=r"status: done\]\ngrand result", steps=(Step(text="all done"),)),
+        Rule(match=r"delegate please", steps=(start("grand task"), Step(text="delegated"))),
+        NOTED,
+    )
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, *rules) as rt:
+            parent = await rt.sup.create_session(namespace="cli")
+            child = await rt.sup.start_child(parent, "default", "delegate please")
+            await rt.wait_for(child, AgentDone)
+            await rt.sup.send(child, "status?", source=parent)
             await rt.wait_for(child, ReportSent)
 
             (grandchild,) = rt.sup.children(child)
             assert rt.sup.is_running(grandchild)
-            assert not rt.sup.is_running(child)
             assert await kinds_sent(rt, child) == ["interim"]
             await rt.wait_for(parent, RoundStarted, lambda e: child in e.from_session_ids)
-            assert await texts_received(rt, parent, child) == [interim("my answer so far")]
+            assert await texts_received(rt, parent, child) == [
+                interim("still waiting on my helper")
+            ]
             await rt.sup.wait_idle(parent)
+            assert await kinds_sent(rt, child) == ["interim", "final"]
+            assert await texts_received(rt, parent, child) == [
+                interim("still waiting on my helper"),
+                final("all done"),
+            ]
 
 
 async def test_parent_with_other_children_running_is_told_not_to_wrap_up_yet(

@@ -1,14 +1,17 @@
 """fan-out: a lead starts three workers in one parallel batch; one of them starts a helper.
 
 The workers run real shell commands at the same time; each reports back up the
-tree. The docs worker waits on its own helper, so its first answer goes up as
-an interim report while the helper still runs. The lead gives its answer once
+tree. When the first final report says others still run, the lead asks the docs
+worker how far it is; that worker is waiting on its own helper, so its answer goes
+up as an interim report while the helper still runs (a turn that only dispatched
+the helper owes the final report, not an interim). The lead gives its answer once
 the last final report says nobody else is still working.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ...agent.scripted import Rule, Script, ScriptedModel, Step
 from ...core.conversation import ToolUseBlock
@@ -26,38 +29,53 @@ from ...runtime.profiles import Profiles
 from ...runtime.rounds import INTERIM_HEADER
 from ..scenario import Scenario
 from ..stage import Stage
-from .common import FROM_SESSION, pace, profile, reports_in, shell, start, text_of
+from .common import FROM_SESSION, call, pace, profile, reports_in, shell, start, text_of
 
 ALL_DONE = "All workers are done."
+HOW_FAR = "How far are the docs?"
 
 
-def _lead_on_reports(found: re.Match[str]) -> tuple[Step, ...]:
-    finals, interims, others_running = reports_in(found.string)
-    if finals == 0:
-        return (Step(text=f"Noted {interims} interim report(s); the work goes on."),)
-    if others_running:
-        return (Step(text=f"Got {finals} final report(s); others still run, so I wait."),)
-    return (Step(text=f"{ALL_DONE} Files counted, tests pass, docs read fine.", chunk=12),)
+def _lead(docs_worker: Callable[[], str | None]) -> Script:
+    """The lead; ``docs_worker`` names the docs worker once it exists (the scripted
+    stand-in for a model that read the id from its ``start_session`` result)."""
+    asked: list[str] = []
 
-
-LEAD = Script(
-    rules=(
-        Rule(
-            match="check the project",
-            steps=(
+    def on_reports(found: re.Match[str]) -> tuple[Step, ...]:
+        finals, interims, others_running = reports_in(found.string)
+        if finals == 0:
+            return (Step(text=f"Noted {interims} interim report(s); the work goes on."),)
+        if others_running:
+            docs = docs_worker()
+            if docs is None or asked:
+                return (Step(text=f"Got {finals} final report(s); others still run, so I wait."),)
+            asked.append(docs)
+            query = call("query_session", session_id=docs, message=HOW_FAR)
+            return (
                 Step(
-                    text="Splitting the check into three parallel jobs.\n",
-                    calls=(
-                        start("count the Python files", agent="worker", label="count"),
-                        start("run the test suite", agent="worker", label="tests"),
-                        start("review the docs", agent="worker", label="docs"),
-                    ),
+                    text="Others still run; asking the docs worker how far it is.", calls=(query,)
                 ),
-                Step(text="Three workers are on it; I answer when all have reported."),
+                Step(text="Asked; I wait for the rest."),
+            )
+        return (Step(text=f"{ALL_DONE} Files counted, tests pass, docs read fine.", chunk=12),)
+
+    return Script(rules=(*LEAD_RULES, Rule(match=FROM_SESSION, build=on_reports)))
+
+
+LEAD_RULES = (
+    Rule(
+        match="check the project",
+        steps=(
+            Step(
+                text="Splitting the check into three parallel jobs.\n",
+                calls=(
+                    start("count the Python files", agent="worker", label="count"),
+                    start("run the test suite", agent="worker", label="tests"),
+                    start("review the docs", agent="worker", label="docs"),
+                ),
             ),
+            Step(text="Three workers are on it; I answer when all have reported."),
         ),
-        Rule(match=FROM_SESSION, build=_lead_on_reports),
-    )
+    ),
 )
 
 
@@ -83,6 +101,10 @@ def _worker(stage: Stage) -> Script:
                     Step(text="A helper is spell-checking the docs; I report when it is back."),
                 ),
             ),
+            Rule(
+                match=re.escape(HOW_FAR),
+                steps=(Step(text="The spell-check helper is still at it; nothing to fix yet."),),
+            ),
             Rule(match=r"\[Final report", steps=(Step(text="Docs reviewed: no typos found."),)),
         )
     )
@@ -100,8 +122,10 @@ def _helper(stage: Stage) -> Script:
     )
 
 
-def _model(stage: Stage) -> ScriptedModel:
-    return ScriptedModel({"lead": LEAD, "worker": _worker(stage), "helper": _helper(stage)})
+def _model(stage: Stage, docs_worker: Callable[[], str | None]) -> ScriptedModel:
+    return ScriptedModel(
+        {"lead": _lead(docs_worker), "worker": _worker(stage), "helper": _helper(stage)}
+    )
 
 
 PROFILES = Profiles(
@@ -114,7 +138,12 @@ PROFILES = Profiles(
 
 
 async def play(stage: Stage) -> None:
-    async with stage.runtime(_model(stage), PROFILES) as sup:
+    lead = ""
+
+    def docs_worker() -> str | None:
+        return next((s for s in sup.children(lead) if sup.state(s).title == "docs"), None)
+
+    async with stage.runtime(_model(stage, docs_worker), PROFILES) as sup:
         lead = await sup.create_session(namespace="demo", agent_id="lead", title="lead")
         await stage.note(
             "the user asks the lead to check the project; it starts three workers at once"
@@ -198,7 +227,7 @@ SCENARIO = Scenario(
     shown=(
         "one model response started three sub-sessions; they ran shell commands in parallel",
         "a worker started its own helper (a grandchild): trees nest",
-        "a worker waiting on its helper sent its answer up as an interim report",
+        "asked how far it was, a worker waiting on its helper answered with an interim report",
         "each sub-session sent exactly one final report when its own subtree was quiet",
         "the lead answered when the last report said nobody else was still working",
     ),
