@@ -10,8 +10,8 @@ Three families share the union (the ``type`` tag tells them apart on the wire):
   ``usage``, ``context``, ``notification``;
 - **internal facts** a session's state is rebuilt from: ``session_created``,
   ``message_queued``, ``assistant``, ``flags``, ``mailbox_folded``,
-  ``mailbox_discarded``, ``compacted``, ``report_sent``, ``stopped``,
-  ``archived``, ``deleted``.
+  ``mailbox_discarded``, ``compacted``, ``report_sent``, ``command_started``,
+  ``stopped``, ``archived``, ``deleted``.
 
 Schema evolution: new fields get defaults; tags never change. Field names are
 camelCase on the wire. A stored event is wrapped in a :class:`Record` carrying
@@ -219,6 +219,20 @@ class ReportSent(_Event, frozen=True, tag="report_sent"):
     kind: Literal["final", "interim"]
 
 
+class CommandStarted(_Event, frozen=True, tag="command_started"):
+    """A shell command started as process group ``pgid`` (its leader's pid).
+
+    ``started`` (the leader's start time, clock ticks since boot, from
+    ``/proc/<pid>/stat``) and ``boot_id`` name that one process for ever: a restart
+    after a crash kills the group only if its leader still has them (a pid alone may
+    have been reused). ``started`` is 0 where no process table could be read.
+    """
+
+    pgid: int
+    started: int = 0
+    boot_id: str = ""
+
+
 class SessionStopped(_Event, frozen=True, tag="stopped"):
     pass
 
@@ -256,6 +270,7 @@ Event = (
     | MailboxDiscarded
     | Compacted
     | ReportSent
+    | CommandStarted
     | SessionStopped
     | SessionArchived
     | SessionDeleted

@@ -35,6 +35,7 @@ from .conversation import (
 from .events import (
     AgentStarted,
     AssistantReplied,
+    CommandStarted,
     Compacted,
     ContextMeasured,
     ErrorRaised,
@@ -117,6 +118,8 @@ class SessionState:
     parked_folds: tuple[str, ...] = ()
     """Folds waiting for the turn or compaction to end (a tuple: usually empty, shared)."""
     final_reports: int = 0
+    commands: tuple[CommandStarted, ...] = ()
+    """Shell commands started in the open turn (recovery kills those a crash left)."""
     context_chars: int = 0
     """Size of ``messages`` in a model request, kept up to date by :meth:`apply`."""
     measured_tokens: int | None = None
@@ -190,6 +193,8 @@ class SessionState:
                 self.measured_tokens = None
             case ContextMeasured(estimated=False) as e:
                 self.measured_tokens, self.measured_chars = e.tokens, self.context_chars
+            case CommandStarted() as e:
+                self.commands = (*self.commands, e)
             case ReportSent() as e if e.kind == "final":
                 self.final_reports += 1
             case SessionStopped():
@@ -273,6 +278,7 @@ class SessionState:
 
     def _complete_turn(self) -> None:
         self.turn_open = False
+        self.commands = ()  # a turn ends only once its commands have (or were killed)
         answer = "" if self.turn_error else self.turn_output
         self.last_turn_output, self.last_turn_error = answer, self.turn_error
         if answer:

@@ -7,7 +7,9 @@ tree: the tools' ``TreeControl`` and a callback for the end of each turn.
 
 Invariants:
 - compaction replaces everything before the last user message with a model-written
-  summary, and clears ``is_compacting`` on every exit, a cut included;
+  summary, and clears ``is_compacting`` on every exit, a cut included; a cut of the
+  turn (stop, hard interrupt) leaves one under way ``compaction_grace`` seconds to
+  finish before it is abandoned;
 - mid-turn compaction happens only at a batch boundary (no tool call open), and at
   the end of a turn only when the session was not stopped meanwhile;
 - what follows a turn (its report, a compaction) is shielded: a hard interrupt cuts
@@ -104,7 +106,7 @@ class RunDriver:
             with trio.CancelScope(shield=True):
                 await self.turn_ended(actor, profile, reason)
                 over = actor.state.context_tokens > profile.limits.compress_at
-                if over or actor.compact_requested:
+                if (over or actor.compact_requested) and not actor.stopping:
                     await self.compact(actor, profile)
         return reason
 
@@ -165,21 +167,26 @@ class RunDriver:
             return False
 
     async def compact(self, actor: SessionActor, profile: AgentProfile) -> bool:
-        """Summarise everything before the last user message; False if there was nothing."""
+        """Summarise everything before the last user message; False if there was nothing
+        (or the compaction was abandoned). Shielded from a cut of the turn: a stop or hard
+        interrupt leaves a compaction under way ``compaction_grace`` seconds to finish,
+        then abandons it (``docs/design/turns.md``)."""
         messages = actor.state.messages
         starts = [i for i, m in enumerate(messages) if m.role == "user" and m.text()]
         replaced = starts[-1] if starts else 0
         if replaced <= 0:
             return False
-        await actor.emit(FlagsChanged(is_compacting=True))
-        try:
-            summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
-            await actor.emit(Compacted(summary=summary, replaced=replaced))
-        finally:
-            with trio.CancelScope(shield=True):
-                await actor.emit(FlagsChanged(is_compacting=False))
-        actor.compact_requested = False
-        return True
+        with actor.compaction_shield(profile.limits.compaction_grace):
+            await actor.emit(FlagsChanged(is_compacting=True))
+            try:
+                summary = await self._summarize(actor, profile, tuple(messages[:replaced]))
+                await actor.emit(Compacted(summary=summary, replaced=replaced))
+                actor.compact_requested = False
+                return True
+            finally:
+                with trio.CancelScope(shield=True):
+                    await actor.emit(FlagsChanged(is_compacting=False))
+        return False  # abandoned: its turn was cut and the grace ran out
 
     async def _summarize(
         self, actor: SessionActor, profile: AgentProfile, messages: tuple[Message, ...]

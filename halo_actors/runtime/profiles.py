@@ -65,6 +65,9 @@ class Limits(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
     kill_grace: Seconds = 2.0
     max_processes: Positive = DEFAULT_MAX_PROCESSES
     """Processes a sandboxed command may have at once (a fork bomb stops there)."""
+    compaction_grace: Seconds = 30.0
+    """Seconds a compaction under way may still take once its turn is cut (a stop, a
+    hard interrupt); past them it is abandoned (``docs/design/turns.md``)."""
 
 
 class AgentProfile(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

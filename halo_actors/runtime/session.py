@@ -28,7 +28,8 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal, NamedTuple
 
 import structlog
@@ -65,6 +66,7 @@ from ..core.log import EventLog
 from ..core.logger import get_logger
 from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
+from .orphans import command_started
 from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
 
 Mode = Literal["soft", "hard"]
@@ -85,6 +87,7 @@ class SessionActor:
 
     __slots__ = (
         "_abort_lock",
+        "_compaction",
         "_emit_lock",
         "_log",
         "_logger",
@@ -111,6 +114,8 @@ class SessionActor:
         self.run_ended: trio.Event | None = None
         """Set when the current run ends; None while no run exists (the session is idle)."""
         self._turn_scope: trio.CancelScope | None = None
+        self._compaction: tuple[trio.CancelScope, float] | None = None
+        """The shield of a compaction under way, and the seconds a cut leaves it."""
         self.aborts_pending = 0
         """Stops/archives asked for and not finished; see :attr:`stopping`."""
         self._abort_lock: trio.Lock | None = None
@@ -233,9 +238,9 @@ class SessionActor:
             else:
                 await self._append(queued, FlagsChanged(interrupt_requested=True))
             seq = self.state.last_seq
-        if mode == "hard" and self._turn_scope is not None:
+        if mode == "hard" and (self._turn_scope is not None or self._compaction is not None):
             self.logger.info("hard_interrupt")
-            self._turn_scope.cancel()
+            self.cut_turn()
         return Delivered(False, seq)
 
     async def interrupt_turn(self, mode: Mode) -> bool:
@@ -248,9 +253,9 @@ class SessionActor:
                 return False
             if not self.state.interrupt_requested:
                 await self._append(FlagsChanged(interrupt_requested=True))
-        if mode == "hard" and self._turn_scope is not None:
+        if mode == "hard" and (self._turn_scope is not None or self._compaction is not None):
             self.logger.info("hard_interrupt")
-            self._turn_scope.cancel()
+            self.cut_turn()
         return True
 
     # --- the run ---------------------------------------------------------------
@@ -358,6 +363,28 @@ class SessionActor:
                 self._turn_scope = None
         return "interrupted" if scope.cancelled_caught else reason
 
+    def cut_turn(self) -> None:
+        """Abort the running turn now. A compaction under way is not cut with it: it gets
+        its grace to finish (its summary is work a stop must not throw away), then is
+        abandoned."""
+        if self._turn_scope is not None:
+            self._turn_scope.cancel()
+        if self._compaction is not None:
+            scope, grace = self._compaction
+            scope.deadline = min(scope.deadline, trio.current_time() + grace)
+
+    @contextmanager
+    def compaction_shield(self, grace: float) -> Iterator[None]:
+        """Shield a compaction from cuts of its turn; a cut gives it ``grace`` seconds."""
+        with trio.CancelScope(shield=True) as scope:
+            if self._turn_scope is not None and self._turn_scope.cancel_called:
+                scope.deadline = trio.current_time() + grace  # cut before it began
+            self._compaction = (scope, grace)
+            try:
+                yield
+            finally:
+                self._compaction = None
+
     # --- continue_task and process groups (TurnControl) -----------------------
 
     async def arm_kick(self) -> str:
@@ -370,10 +397,13 @@ class SessionActor:
             await self._append(FlagsChanged(self_kick=True))
         return "ok"
 
-    def track_process_group(self, pgid: int) -> None:
+    async def track_process_group(self, pgid: int) -> None:
+        """Remember a command's group (a stop kills it), then log it with its leader's
+        identity, so that a restart after a crash can kill it (``orphans.py``)."""
         if self._process_groups is None:
             self._process_groups = set()
         self._process_groups.add(pgid)
+        await self.emit(command_started(pgid))
 
     def untrack_process_group(self, pgid: int) -> None:
         if self._process_groups is not None:
@@ -405,8 +435,7 @@ class SessionActor:
         async with self.lock:  # decided under the lock a round is opened under
             had_work = self.running or bool(self.state.mailbox)
             await self._append(*self._abort_opening(how))
-        if self._turn_scope is not None:
-            self._turn_scope.cancel()
+        self.cut_turn()
         if self.run_ended is not None:
             await self.run_ended.wait()
         await self.kill_process_groups(grace)
@@ -482,8 +511,7 @@ async def abort_together(
                 actor = actors[i]
                 had_work[i] = actor.running or bool(actor.state.mailbox)
                 actor._append_nowait(*actor._abort_opening(how))
-                if actor._turn_scope is not None:
-                    actor._turn_scope.cancel()
+                actor.cut_turn()
             for i in live:
                 if (ended := actors[i].run_ended) is not None:
                     await ended.wait()

@@ -45,6 +45,8 @@ from ..core.errors import (
     StoreFailed,
 )
 from ..core.events import (
+    Event,
+    Notified,
     ReportSent,
     SessionCreated,
     SessionDeleted,
@@ -57,6 +59,7 @@ from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
 from ..tools.sandbox import Sandbox
 from .driver import RunDriver
+from .orphans import kill_orphans
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Delivered, Mode, SessionActor, abort_together, closing_events
@@ -602,7 +605,8 @@ class Supervisor:
                 continue
             actor = self._register(state)
             if state.turn_open or state.is_compacting:
-                await actor.emit(*closing_events(state, "the runtime restarted"))
+                killed = await self._end_orphans(state)
+                await actor.emit(*killed, *closing_events(state, "the runtime restarted"))
             if state.mailbox and state.lifecycle != "archived":
                 waiting.append(actor)
         await self.log.wait_durable(self.log.stamped_seq)
@@ -617,6 +621,18 @@ class Supervisor:
         self.failure = await self.log.wait_failed()
         log.error("runtime_stopped_log_failed", error=str(self.failure))
         scope.cancel()
+
+    async def _end_orphans(self, state: SessionState) -> list[Event]:
+        """Kill the command groups the crash left running in ``state``'s open turn (those
+        still alive and provably ours), before the turn is closed; a notice for each."""
+        if not state.commands:
+            return []
+        grace = (self.profiles.get(state.agent_id) or DEFAULT_PROFILE).limits.kill_grace
+        killed = await kill_orphans(state.commands, grace)
+        return [
+            Notified(text=f"killed command process group {pgid}, left running by the crash")
+            for pgid in killed
+        ]
 
 
 @asynccontextmanager

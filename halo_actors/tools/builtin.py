@@ -41,9 +41,9 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolOutput:
         )
     pgids: list[int] = []
 
-    def spawned(pgid: int) -> None:
+    async def spawned(pgid: int) -> None:
         pgids.append(pgid)
-        ctx.turn.track_process_group(pgid)
+        await ctx.turn.track_process_group(pgid)
 
     try:
         async with _confined(ctx) as wrap:

@@ -7,7 +7,9 @@ Invariants:
 
 - ``run_shell`` runs ``sh -c <command>`` in ``cwd`` as the leader of a new session,
   so its pid is also its process-group id (``pgid``). ``on_spawn(pgid)`` is called
-  before the first checkpoint after the spawn, so a caller can always track the group.
+  before the first checkpoint after the spawn, so a caller can always track the group;
+  when it returns an awaitable (logging the group, say), that is awaited under the same
+  cleanup as the command, so a cancel during it still kills the group.
 - stdin is ``/dev/null``; stdout and stderr share one pipe. The first ``output_cap``
   bytes are kept; the rest is read and dropped, so the child never blocks on a full pipe.
 - Abort (a cancel scope, the timeout, or any error in here) signals the **whole group**:
@@ -35,7 +37,7 @@ import math
 import os
 import signal
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -123,7 +125,7 @@ async def run_shell(
     limits: ShellLimits = ShellLimits(),
     *,
     env: Mapping[str, str] | None = None,
-    on_spawn: Callable[[int], None] | None = None,
+    on_spawn: Callable[[int], Awaitable[None] | None] | None = None,
     wrap: Callable[[list[str]], list[str]] | None = None,
 ) -> ShellResult:
     """Run ``sh -c command`` in ``cwd`` as a new process group and collect its output.
@@ -141,7 +143,9 @@ async def run_shell(
     leader_exited = False
     try:
         if on_spawn is not None:
-            on_spawn(proc.pid)
+            pending = on_spawn(proc.pid)
+            if pending is not None:
+                await pending
         async with trio.open_nursery() as nursery:
             assert proc.stdout is not None  # we asked for a pipe
             nursery.start_soon(_pump, proc.stdout, output)

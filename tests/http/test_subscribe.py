@@ -297,3 +297,32 @@ async def test_a_compacting_session_is_not_idle_subscribe_streams_to_the_run_end
     assert runs == (["user", "stream", "complete"] if queued else ["complete"])
     if queued:
         assert sub.text() == "Done: third"
+
+
+async def test_the_session_frame_of_a_part_id_resume_names_what_came_before_it(
+    harness: Harness,
+) -> None:
+    """Rule (``docs/http.md``): every frame id names exactly what came before it. A
+    resume from a part id ``N.k`` opens with a ``session`` frame whose id is ``N.k``
+    itself, so a client cut right after that frame resumes from it and gets no frame
+    a second time."""
+    with trio.fail_after(15):
+        async with harness.client(harness.token()) as client:
+            full = await sse(client, "POST", "/api/web/chat", json={"message": "media"})
+            cut = next(i for i, f in enumerate(full.frames) if f.id.part)
+            resumed = await sse(
+                client,
+                "GET",
+                "/api/web/subscribe",
+                headers={"last-event-id": str(full.frames[cut].id)},
+                stop_after=1,
+            )
+            (opening,) = resumed.frames
+            assert opening.type == "session"
+            assert opening.id == full.frames[cut].id
+            again = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(opening.id)}
+            )
+    assert [(f.id, f.data) for f in again.frames[1:]] == [
+        (f.id, f.data) for f in full.frames[cut + 1 :]
+    ]

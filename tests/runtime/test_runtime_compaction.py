@@ -227,3 +227,59 @@ async def test_a_manual_compaction_whose_model_fails_ends_its_run_with_an_error_
             assert await rt.sup.send(sid, "third") == "started"  # the session still works
             await rt.sup.wait_idle(sid)
             await rt.assert_replay_matches(sid)
+
+
+async def test_a_stop_lets_a_mid_turn_compaction_under_way_finish_within_its_grace(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Rule: "If a compaction is in flight the fold is parked and lands when the
+    compaction ends" (``docs/design/turns.md``: a compaction under way finishes within
+    ``compaction_grace`` of a cut). A stop during a mid-turn compaction keeps its
+    summary, and the stop's fold lands after it."""
+    model = SlowCompactionModel(Script(rules=(TOOL_TURN, ANSWER_ANYTHING)), seconds=3)
+    profiles = profiles_with(compress_at=20, compaction_grace=10)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, model=model, profiles=profiles) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await chat(rt, sid, "first")
+            await rt.sup.send(sid, "tools please")
+            await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+            await rt.sup.send(sid, "note for later")
+            await rt.sup.stop(sid)
+
+            seen = tags(await rt.records(sid))
+            assert "compacted" in seen
+            assert seen.index("compacted") < seen.index("stopped")
+            state = rt.sup.state(sid)
+            texts = [m.text() for m in state.messages]
+            assert texts[0].startswith(SUMMARY_LINE)
+            assert texts[-1] == "note for later"  # the fold, after the summary
+            assert "SECOND MODEL CALL" not in texts
+            assert not state.is_compacting and not state.turn_open
+            await rt.assert_replay_matches(sid)
+
+
+async def test_a_compaction_past_its_grace_after_a_stop_is_abandoned(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Rule: a compaction under way when its turn is cut gets ``compaction_grace`` seconds
+    to finish, no more: past it the stop abandons it (the history stays as it was) and
+    still completes."""
+    model = SlowCompactionModel(Script(rules=(TOOL_TURN, ANSWER_ANYTHING)), seconds=60)
+    profiles = profiles_with(compress_at=20, compaction_grace=2)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, model=model, profiles=profiles) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await chat(rt, sid, "first")
+            await rt.sup.send(sid, "tools please")
+            await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+            start = trio.current_time()
+            await rt.sup.stop(sid)
+
+            assert trio.current_time() - start < 5  # the grace, not the model's minute
+            seen = tags(await rt.records(sid))
+            assert "compacted" not in seen and seen[-1] == "stopped"
+            state = rt.sup.state(sid)
+            assert state.messages[0].text() == "first"
+            assert not state.is_compacting and not state.turn_open
+            await rt.assert_replay_matches(sid)

@@ -24,7 +24,7 @@ from runtime_harness import (
     shell,
 )
 
-from halo_actors.agent.repair import INTERRUPTED_RESULT
+from halo_actors.agent.repair import INTERRUPTED_RESULT, STREAM_CUT_MARKER
 from halo_actors.core.conversation import TextBlock, ToolResultBlock, ToolUseBlock, user_text
 from halo_actors.core.events import (
     AgentStarted,
@@ -39,12 +39,14 @@ from halo_actors.core.events import (
     RoundStarted,
     SessionCreated,
     SessionStopped,
+    TextStreamed,
     ToolCalled,
     ToolReturned,
     TurnCompleted,
     kind_of,
 )
 from halo_actors.core.state import SessionState, replay
+from halo_actors.fronts.http.history import HistoryCache
 
 LONG = Rule(match=r"^long", steps=(Step(text="long work", delay=5),))
 SPAWN = Rule(
@@ -332,3 +334,25 @@ async def test_two_turns_stopping_each_other_both_stop_without_deadlock(
                 assert await rt.events(sid, SessionStopped) == [SessionStopped()]
                 assert not rt.sup.is_running(sid)
                 assert_every_tool_use_answered_once(rt.sup.state(sid).messages)
+
+
+async def test_history_shows_a_stops_fold_where_the_model_sees_it(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Rule: history and the model's conversation agree on order when a stop folds
+    queued messages during a turn ("the model's order is the truth"): the fold lands
+    after the cut text, in the conversation and in ``/api/web/history`` alike."""
+    rules = (Rule(match=r"^go", steps=(Step(text="partial answer here", chunk=4, delay=1),)),)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, *rules, ANSWER_ANYTHING) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "go")
+            await rt.wait_for(sid, TextStreamed, count=2)
+            await rt.sup.send(sid, "queued note")
+            await rt.sup.stop(sid)
+
+            conversation = [(m.role, m.text()) for m in rt.sup.state(sid).messages]
+            rows = await HistoryCache().rows(rt.sup, sid, None)
+            assert [(row["role"], row["text"]) for row in rows] == conversation
+            assert conversation[-1] == ("user", "queued note")
+            assert conversation[1][1].endswith(STREAM_CUT_MARKER)

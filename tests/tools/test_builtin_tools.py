@@ -75,7 +75,7 @@ class RecordingTurn:
     async def arm_kick(self) -> str:
         return "no_turn"
 
-    def track_process_group(self, pgid: int) -> None:
+    async def track_process_group(self, pgid: int) -> None:
         self.tracked.append(pgid)
 
     def untrack_process_group(self, pgid: int) -> None:

@@ -3,7 +3,9 @@
 Rows, in log order (``id`` is the row's log seq, ``timestamp`` its server time, ms):
 
 - ``{"role": "user", "text"}`` for each input round (``images`` when it had some)
-  and for a mailbox a stop folded into the conversation;
+  and for a mailbox a stop folded into the conversation, placed where the model's
+  conversation has it: a fold logged while a turn or a compaction ran waits for its
+  end (it lands after the cut turn's text), as ``SessionState`` parks it;
 - ``{"role": "assistant", "text", "contentBlocks": [...]}`` for each model
   response; blocks in order: ``{"type": "thinking", "text"}``, ``{"type": "text",
   "text"}``, ``{"type": "tool_use", "toolUseId", "toolName", "input", "output",
@@ -42,13 +44,16 @@ import trio
 
 from ...core.conversation import TextBlock, ThinkingBlock, ToolUseBlock
 from ...core.events import (
+    AgentStarted,
     AssistantReplied,
     ErrorRaised,
+    FlagsChanged,
     MailboxFolded,
     Record,
     RoundStarted,
     SessionCreated,
     ToolReturned,
+    TurnCompleted,
     UsageReported,
 )
 from ...core.log import EventFilter
@@ -57,6 +62,7 @@ from ...runtime.supervisor import Supervisor
 Row = dict[str, object]
 HISTORY_KINDS = frozenset(
     {"session_created", "user", "assistant", "tool_result", "error", "mailbox_folded", "usage"}
+    | {"agent_start", "complete", "flags"}  # where a parked fold lands
 )
 
 
@@ -65,17 +71,31 @@ class HistoryFold:
     rows: list[Row] = field(default_factory=list)
     pending: list[dict[str, object]] = field(default_factory=list)
     """tool_use blocks still waiting for their result, in call order."""
+    parked: list[Row] = field(default_factory=list)
+    """Fold rows waiting for the turn or compaction to end (the model sees them then)."""
+    turn_open: bool = False
+    compacting: bool = False
 
     def apply(self, record: Record) -> None:
         base: Row = {"id": record.seq, "timestamp": record.ts}
         match record.event:
             case SessionCreated():  # a deleted id created again: its history starts over
-                self.rows, self.pending = [], []
+                self.rows, self.pending, self.parked = [], [], []
+                self.turn_open = self.compacting = False
+            case AgentStarted():
+                self.turn_open = True
+            case TurnCompleted():
+                self.turn_open = False
+                self._land()
+            case FlagsChanged(is_compacting=compacting) if compacting is not None:
+                self.compacting = compacting
+                self._land()
             case RoundStarted(text=text, images=images):
                 row = {**base, "role": "user", "text": text}
                 self.rows.append(row | {"images": list(images)} if images else row)
             case MailboxFolded(text=text):
-                self.rows.append({**base, "role": "user", "text": text})
+                self.parked.append({**base, "role": "user", "text": text})
+                self._land()
             case AssistantReplied(content=content):
                 blocks = [self._block(b) for b in content]
                 text = "".join(b.text for b in content if isinstance(b, TextBlock))
@@ -95,6 +115,11 @@ class HistoryFold:
                 }
             case _:
                 pass
+
+    def _land(self) -> None:
+        if not (self.turn_open or self.compacting):
+            self.rows += self.parked
+            self.parked = []
 
     def _block(self, block: object) -> dict[str, object]:
         if isinstance(block, ThinkingBlock):

@@ -182,8 +182,10 @@ class ChatPlan:
 class SubscribePlan:
     """Reattach to a session: stream to the terminal ``complete``, or one ``complete`` if idle.
 
-    ``resume`` (``Last-Event-ID``) makes it a resume: the frames after that id come
-    first, straight from the log; an idle session then ends at the first terminal
+    ``resume`` (``Last-Event-ID``) makes it a resume: its ``session`` frame carries the
+    resume id itself (for a part id ``N.k`` the log cursor stands at ``N-1``, and an id
+    ``N-1`` would make a client cut right after that frame see ``N.k`` twice); the
+    frames after that id come first, straight from the log; an idle session then ends at the first terminal
     ``complete`` among them, or with one ``complete`` when they hold none. The same
     holds without a resume id for a run that ended between the listener's
     registration and the idle check: its frames come from the log, to its ``complete``.
@@ -210,7 +212,10 @@ class SubscribePlan:
             until = max(self.sup.log.last_seq, self.sup.state(self.session_id).last_seq)
             await self.sup.log.wait_durable(until)
             self._idle_until = until
-        return [session_frame(sub.cursor, self.session_id)]
+        opening = session_frame(sub.cursor, self.session_id)
+        if self.resume is not None:  # its id names what the client has: the resume id itself
+            opening = opening._replace(seq=self.resume.seq, part=self.resume.part)
+        return [opening]
 
     async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
         assert self._sub is not None, "open() runs first"
