@@ -40,6 +40,11 @@ from halo_actors.tools.shell import process_group_alive
 
 CRASHING_RUNTIME = Path(__file__).with_name("crashing_runtime.py")
 SID = "cli_1700000000000_0badcafe"
+CRASH_BUDGET = 40.0
+"""Seconds (real) for a test that starts a whole runtime process (slow on a busy machine)."""
+ORPHAN_SECONDS = 30
+"""How long the orphaned command sleeps before it writes: longer than the test takes, so
+only a kill stops it (the group is checked alive before recovery and gone after)."""
 
 
 async def started_group(child: trio.Process) -> int:
@@ -60,11 +65,11 @@ async def test_recovery_kills_the_command_group_a_killed_runtime_left_running(
 ) -> None:
     """Rule: "Record each running command's process group in the log when it starts;
     on recovery, kill every recorded group that is still alive and provably ours ...
-    before closing the cut turn." The runtime is SIGKILLed during ``sleep 5; echo
+    before closing the cut turn." The runtime is SIGKILLed during ``sleep N; echo
     after > after.txt``; the restart kills the orphan before it can write."""
-    command = "sleep 5; echo after > after.txt"
+    command = f"sleep {ORPHAN_SECONDS}; echo after > after.txt"
     argv = [sys.executable, str(CRASHING_RUNTIME), str(tmp_path), command]
-    with trio.fail_after(SHELL_BUDGET):
+    with trio.fail_after(CRASH_BUDGET):
         child = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE)
         try:
             pgid = await started_group(child)

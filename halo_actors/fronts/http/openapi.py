@@ -187,7 +187,7 @@ def _answer_schemas() -> dict[str, Schema]:
         ),
         "SseEvent": _obj(
             {
-                "id": {"type": "string", "pattern": "^[0-9]+$"},
+                "id": {"type": "string", "pattern": "^[0-9]+([.][0-9]+)?$"},
                 "event": {"type": "string"},
                 "data": {
                     "type": "string",
