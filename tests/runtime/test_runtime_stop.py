@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import trio
@@ -352,7 +353,12 @@ async def test_history_shows_a_stops_fold_where_the_model_sees_it(
             await rt.sup.stop(sid)
 
             conversation = [(m.role, m.text()) for m in rt.sup.state(sid).messages]
-            rows = await HistoryCache().rows(rt.sup, sid, None)
+            page = await HistoryCache().page(
+                rt.sup, sid, since=None, before=None, limit=100, max_bytes=1_000_000
+            )
+            rows = json.loads(page.messages)
             assert [(row["role"], row["text"]) for row in rows] == conversation
+            ids = [row["id"] for row in rows]
+            assert ids == sorted(set(ids))  # still in log order: paging by id holds
             assert conversation[-1] == ("user", "queued note")
             assert conversation[1][1].endswith(STREAM_CUT_MARKER)

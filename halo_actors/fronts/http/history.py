@@ -5,7 +5,10 @@ Rows, in log order (``id`` is the row's log seq, ``timestamp`` its server time, 
 - ``{"role": "user", "text"}`` for each input round (``images`` when it had some)
   and for a mailbox a stop folded into the conversation, placed where the model's
   conversation has it: a fold logged while a turn or a compaction ran waits for its
-  end (it lands after the cut turn's text), as ``SessionState`` parks it;
+  end (it lands after the cut turn's text), as ``SessionState`` parks it. Such a row
+  takes the ``id`` and ``timestamp`` of the record it lands at (the turn's
+  ``complete``, or the end of the compaction), so ids and timestamps still grow along
+  the rows; folds landing together (a mailbox too big for one record) make one row;
 - ``{"role": "assistant", "text", "contentBlocks": [...]}`` for each model
   response; blocks in order: ``{"type": "thinking", "text"}``, ``{"type": "text",
   "text"}``, ``{"type": "tool_use", "toolUseId", "toolName", "input", "output",
@@ -71,8 +74,8 @@ class HistoryFold:
     rows: list[Row] = field(default_factory=list)
     pending: list[dict[str, object]] = field(default_factory=list)
     """tool_use blocks still waiting for their result, in call order."""
-    parked: list[Row] = field(default_factory=list)
-    """Fold rows waiting for the turn or compaction to end (the model sees them then)."""
+    parked: list[str] = field(default_factory=list)
+    """Fold texts waiting for the turn or compaction to end (the model sees them then)."""
     turn_open: bool = False
     compacting: bool = False
 
@@ -86,16 +89,16 @@ class HistoryFold:
                 self.turn_open = True
             case TurnCompleted():
                 self.turn_open = False
-                self._land()
+                self._land(base)
             case FlagsChanged(is_compacting=compacting) if compacting is not None:
                 self.compacting = compacting
-                self._land()
+                self._land(base)
             case RoundStarted(text=text, images=images):
                 row = {**base, "role": "user", "text": text}
                 self.rows.append(row | {"images": list(images)} if images else row)
             case MailboxFolded(text=text):
-                self.parked.append({**base, "role": "user", "text": text})
-                self._land()
+                self.parked.append(text)
+                self._land(base)
             case AssistantReplied(content=content):
                 blocks = [self._block(b) for b in content]
                 text = "".join(b.text for b in content if isinstance(b, TextBlock))
@@ -116,9 +119,9 @@ class HistoryFold:
             case _:
                 pass
 
-    def _land(self) -> None:
-        if not (self.turn_open or self.compacting):
-            self.rows += self.parked
+    def _land(self, base: Row) -> None:
+        if self.parked and not (self.turn_open or self.compacting):
+            self.rows.append({**base, "role": "user", "text": "\n\n".join(self.parked)})
             self.parked = []
 
     def _block(self, block: object) -> dict[str, object]:
