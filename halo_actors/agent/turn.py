@@ -123,6 +123,9 @@ class _Reply(msgspec.Struct):
 async def run_turn(host: TurnHost, setup: TurnSetup, round: RoundInfo) -> str:
     """Run one turn; returns the stop reason (``end_turn``, ``interrupted``, ``error``, …)."""
     for step in range(setup.max_steps):
+        # A cut turn makes no further model call, even when nothing since the cut has
+        # checkpointed (pipelined appends do not; a shielded compaction hid the cut).
+        await trio.lowlevel.checkpoint_if_cancelled()
         if not await _fits(setup):
             await host.emit(ErrorRaised(error=_over_window(setup)))
             return "error"

@@ -120,11 +120,15 @@ async def test_a_dispatch_turn_owes_the_final_report_not_a_deferred_interim(
         async with running(tmp_path, *rules) as rt:
             parent = await rt.sup.create_session(namespace="cli")
             child = await rt.sup.start_child(parent, "default", "delegate please")
-            await rt.wait_for(child, RoundStarted, lambda e: "grand result" in e.text)
-
-            assert await kinds_sent(rt, child) == []  # the dispatch turn sent nothing
             await rt.sup.wait_idle(parent)
-            assert await kinds_sent(rt, child) == ["final"]
+
+            (grandchild,) = rt.sup.children(child)
+            sent = [
+                (r.session_id, r.event.kind)
+                for r in await rt.records()
+                if isinstance(r.event, ReportSent)
+            ]
+            assert sent == [(grandchild, "final"), (child, "final")]  # nothing before
             assert await texts_received(rt, parent, child) == [final("all done")]
 
 

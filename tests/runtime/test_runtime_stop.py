@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import trio
@@ -46,8 +45,9 @@ from halo_actors.core.events import (
     TurnCompleted,
     kind_of,
 )
+from halo_actors.core.log import EventFilter
 from halo_actors.core.state import SessionState, replay
-from halo_actors.fronts.http.history import HistoryCache
+from halo_actors.fronts.http.history import HISTORY_KINDS, HistoryFold
 
 LONG = Rule(match=r"^long", steps=(Step(text="long work", delay=5),))
 SPAWN = Rule(
@@ -353,12 +353,12 @@ async def test_history_shows_a_stops_fold_where_the_model_sees_it(
             await rt.sup.stop(sid)
 
             conversation = [(m.role, m.text()) for m in rt.sup.state(sid).messages]
-            page = await HistoryCache().page(
-                rt.sup, sid, since=None, before=None, limit=100, max_bytes=1_000_000
-            )
-            rows = json.loads(page.messages)
+            fold = HistoryFold()  # what /api/web/history pages from
+            for record in await rt.log.read(EventFilter(session_id=sid, kinds=HISTORY_KINDS)):
+                fold.apply(record)
+            rows = fold.rows
             assert [(row["role"], row["text"]) for row in rows] == conversation
-            ids = [row["id"] for row in rows]
+            ids = [int(str(row["id"])) for row in rows]
             assert ids == sorted(set(ids))  # still in log order: paging by id holds
             assert conversation[-1] == ("user", "queued note")
             assert conversation[1][1].endswith(STREAM_CUT_MARKER)
