@@ -11,6 +11,7 @@ from web_client import Harness, serve_harness, sse
 
 from halo_actors import cli
 from halo_actors.fronts.http import cli as http_cli
+from halo_actors.fronts.http.errors import BAD_TOKEN, MALFORMED_TOKEN, MISSING_TOKEN
 from halo_actors.fronts.http.tokens import TokenStore, hash_token
 
 ROUTES = [
@@ -64,12 +65,19 @@ async def test_every_route_refuses_a_missing_bad_or_revoked_token(harness: Harne
     revoked = harness.token()
     harness.store.revoke(revoked)
     with trio.fail_after(10):
-        for token in (None, "nope", revoked):
+        for token in (None, "nope", revoked, "Bearer " + revoked, f'"{revoked}"'):
             async with harness.client(token) as client:
                 for method, url, body in ROUTES:
                     resp = await client.request(method, url, json=body)
                     assert resp.status_code == 401, (method, url)
-                    assert resp.json() == {"error": "missing or invalid token"}
+                    expected = (
+                        MISSING_TOKEN
+                        if token is None
+                        else BAD_TOKEN
+                        if token in ("nope", revoked)
+                        else MALFORMED_TOKEN
+                    )
+                    assert resp.json() == {"error": expected}
 
 
 async def test_the_token_query_parameter_works_like_the_header(harness: Harness) -> None:

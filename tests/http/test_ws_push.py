@@ -10,6 +10,8 @@ import trio
 import trio_websocket
 from web_client import Harness, sse, wait_until
 
+from halo_actors.fronts.http.errors import MISSING_TOKEN
+
 
 def _ws_url(harness: Harness, query: str) -> str:
     return harness.url.replace("http://", "ws://") + "/api/web/ws?" + query
@@ -74,7 +76,7 @@ async def test_push_resumes_after_last_event_id(harness: Harness) -> None:
 @pytest.mark.parametrize(
     ("query", "status", "body"),
     [
-        ("", 401, {"error": "missing or invalid token"}),
+        ("", 401, {"error": MISSING_TOKEN}),
         ("sessionId=web_bob_1", 403, {"error": "session not owned by this token"}),
         ("sessionId=../x", 400, None),
         ("lastEventId=x", 400, {"error": "Invalid lastEventId"}),

@@ -3,7 +3,8 @@
 Rules (``docs/http.md``, "Addressing a session"):
 
 - the token comes from the ``x-token`` header or the ``token`` query parameter; a
-  missing or unknown one is 401;
+  missing, malformed (a character no token has: a newline, a space) or unknown one is
+  401, and the message says which;
 - overrides come from the JSON body, the query string or a header, highest first:
   ``workspace`` / ``x-workspace``, ``sessionId`` / ``x-session-id``;
 - only a ``full`` token may name another workspace (naming its own bound one is
@@ -19,6 +20,7 @@ Rules (``docs/http.md``, "Addressing a session"):
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -26,6 +28,8 @@ from ...core import ids
 from ...runtime.supervisor import Supervisor
 from .errors import (
     BAD_TOKEN,
+    MALFORMED_TOKEN,
+    MISSING_TOKEN,
     NOT_OWNED,
     READ_ONLY,
     WORKSPACE_NOT_ALLOWED,
@@ -34,6 +38,8 @@ from .errors import (
 from .tokens import TokenCache, TokenInfo
 
 WEB_NAMESPACE = "web"
+TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""Every character a token may have (``hat_<hex id>_<urlsafe secret>``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +70,11 @@ async def authenticate(
     tokens: TokenCache, headers: Mapping[str, str], query: Mapping[str, str]
 ) -> Caller:
     presented = headers.get("x-token") or query.get("token") or ""
-    info = await tokens.lookup(presented) if presented else None
+    if not presented:
+        raise ApiError(401, MISSING_TOKEN)
+    if not TOKEN_CHARS.fullmatch(presented):
+        raise ApiError(401, MALFORMED_TOKEN)
+    info = await tokens.lookup(presented)
     if info is None:
         raise ApiError(401, BAD_TOKEN)
     return Caller(info)

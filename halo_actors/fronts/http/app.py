@@ -26,6 +26,7 @@ from ...agent.model import Model
 from ...core.errors import HaloError
 from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
 from ...core.logger import get_logger
+from ...tools.base import Tool
 from ...tools.files import HALO_DIR
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
 from .errors import INTERNAL, ApiError, error_body, error_response
@@ -62,6 +63,8 @@ class FrontSettings:
     """The model every runtime uses: a ``Model``, a spec (``"anthropic:<model>"``,
     ``"openai:<model>"``; endpoint and key from the environment), or None for the
     scripted demo agent. Profiles may name models of their own."""
+    tools: tuple[Tool, ...] = ()
+    """Custom tools (``@tool``) every runtime offers beside the built-ins."""
     token_reload: float = 0.5
     """Seconds between checks of the token file: a revoked token stops working, and its
     open streams end, within this (plus one read of the file)."""

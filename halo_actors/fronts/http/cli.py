@@ -9,7 +9,10 @@ with exit status 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import socket
 import sys
 
 from ...core.errors import InvalidInput
@@ -25,23 +28,52 @@ MODEL_HELP = (
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    serve = commands.add_parser("serve", help="run the HTTP front (web channel, SSE, WebSocket)")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=9527)
+    serve = commands.add_parser(
+        "serve",
+        help="run the HTTP front (web channel, SSE, WebSocket)",
+        description="Serve the HTTP front (docs/http.md) until SIGINT or SIGTERM. Each "
+        "workspace's runtime opens on first use; clients authenticate with tokens from "
+        "`token create`.",
+    )
     serve.add_argument(
-        "--workspace", action="append", default=[], help="open this workspace at start (repeatable)"
+        "--host", default="127.0.0.1", help="address to listen on (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--port", type=int, default=9527, help="TCP port, 0 for any free one (default: %(default)s)"
+    )
+    serve.add_argument(
+        "--workspace",
+        action="append",
+        default=[],
+        help="an existing directory whose runtime opens at start (repeatable)",
+    )
+    serve.add_argument(
+        "--create", action="store_true", help="create a --workspace directory that does not exist"
     )
     serve.add_argument("--state", help=STATE_HELP)
-    serve.add_argument("--keepalive", type=float, default=15.0, help="SSE keepalive seconds")
+    serve.add_argument(
+        "--keepalive", type=float, default=15.0, help="SSE keepalive seconds (default: %(default)s)"
+    )
     serve.add_argument("--model", metavar="SPEC", help=MODEL_HELP)
 
     token = commands.add_parser("token", help="create, list or revoke access tokens")
     actions = token.add_subparsers(dest="token_command", required=True)
-    create = actions.add_parser("create", help="create a token (its secret is shown once)")
+    create = actions.add_parser(
+        "create",
+        help="create a token (its secret is shown once)",
+        description="Create a token and print it alone on stdout (details on stderr), so "
+        "`TOKEN=$(... token create ...)` holds exactly the token.",
+    )
     create.add_argument("--account", required=True, help="account id: [A-Za-z0-9-]{1,64}")
-    create.add_argument("--access", choices=ACCESS_LEVELS, default="workspace")
+    create.add_argument(
+        "--access",
+        choices=ACCESS_LEVELS,
+        default="workspace",
+        help="full: everything; workspace: its own sessions and workspace; readonly: read "
+        "routes only (default: %(default)s)",
+    )
     create.add_argument("--workspace", required=True, help="the directory the token is bound to")
-    create.add_argument("--json", action="store_true")
+    create.add_argument("--json", action="store_true", help="print one JSON document instead")
     create.add_argument("--state", help=STATE_HELP)
     listing = actions.add_parser("list", help="list tokens (never their secrets)")
     listing.add_argument("--json", action="store_true")
@@ -80,7 +112,8 @@ def _create(store: TokenStore, args: argparse.Namespace) -> int:
         print(json.dumps(out))
     else:
         print(token)
-        print(f"id {info.id} · account {info.account_id} · {info.access} · {info.workspace}")
+        details = f"id {info.id} · account {info.account_id} · {info.access} · {info.workspace}"
+        print(details, file=sys.stderr)
         print(f"stored hashed in {store.path}; the token is shown only now", file=sys.stderr)
     return 0
 
@@ -113,12 +146,17 @@ def _serve(args: argparse.Namespace) -> int:
     from .app import FrontSettings
     from .server import serve_until_signalled
 
+    if not 0 <= args.port <= 65535:
+        return _fail(f"port {args.port} is out of range (0-65535)")
+    try:
+        workspaces = tuple(_workspace(raw, create=args.create) for raw in args.workspace)
+    except InvalidInput as exc:
+        return _fail(str(exc))
     spec = args.model or os.environ.get(MODEL_ENV) or None
     try:
         model = resolve_model(spec) if spec else None
     except InvalidInput as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc))
     settings = FrontSettings(tokens=TokenStore(args.state), keepalive=args.keepalive, model=model)
     if not settings.tokens.load():
         print(
@@ -126,7 +164,6 @@ def _serve(args: argparse.Namespace) -> int:
             "`python -m halo_actors token create --account NAME --workspace DIR`",
             file=sys.stderr,
         )
-    workspaces = tuple(args.workspace)
 
     async def main() -> None:
         try:
@@ -141,5 +178,49 @@ def _serve(args: argparse.Namespace) -> int:
 
     if spec:
         print(f"model: {spec}", file=sys.stderr)
-    trio.run(main)
+    try:
+        trio.run(main)
+    except (OSError, BaseExceptionGroup) as exc:
+        problem = listen_problem(exc, args.host, args.port)
+        if problem is None:
+            raise
+        return _fail(problem)
     return 0
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _workspace(raw: str, *, create: bool) -> str:
+    """The absolute path of a ``--workspace``; a missing one is refused unless ``create``."""
+    path = os.path.abspath(raw)
+    if os.path.isdir(path):
+        return path
+    if os.path.lexists(path):
+        raise InvalidInput(f"workspace {path} is not a directory")
+    if not create:
+        raise InvalidInput(f"workspace {path} does not exist (pass --create to create it)")
+    os.makedirs(path)
+    print(f"created workspace {path}", file=sys.stderr)
+    return path
+
+
+def listen_problem(exc: BaseException, host: str, port: int) -> str | None:
+    """One line for a failure to listen (port in use, no permission, unknown host), or
+    None when ``exc`` is something else. Hypercorn's error arrives inside trio's groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        found = [listen_problem(e, host, port) for e in exc.exceptions]
+        return next((p for p in found if p is not None), None)
+    if isinstance(exc, socket.gaierror):
+        return f"cannot listen on {host}: {exc.strerror}"
+    if not isinstance(exc, OSError):
+        return None
+    if exc.errno == errno.EADDRINUSE:
+        return f"port {port} is in use"
+    if exc.errno == errno.EACCES:
+        return f"no permission to listen on port {port}"
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return f"cannot listen on {host}: the address is not on this machine"
+    return None

@@ -64,6 +64,11 @@ STATUS_TABLE: Final[tuple[tuple[type[HaloError], int], ...]] = (
 
 # Front messages used in more than one place (tests compare the exact bodies).
 BAD_TOKEN: Final = "missing or invalid token"
+MISSING_TOKEN: Final = "missing token: send it in the x-token header (or the token query parameter)"
+MALFORMED_TOKEN: Final = (
+    "malformed token: the x-token header (or token parameter) holds characters a token "
+    "never has (a newline, a space, quotes?); send hat_<id>_<secret> alone"
+)
 NOT_OWNED: Final = "session not owned by this token"
 READ_ONLY: Final = "this token is read-only"
 SESSION_NOT_FOUND: Final = "session not found"

@@ -31,6 +31,7 @@ from ...core.errors import StoreFailed
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.supervisor import Supervisor
+from ...tools.base import Tool
 from ...tools.files import HALO_DIR
 from ...tools.sandbox import Sandbox
 from .errors import ApiError
@@ -45,9 +46,11 @@ class Runtimes:
         *,
         model: Model | str | None = None,
         hidden: Callable[[], Iterable[str]] = tuple,
+        tools: tuple[Tool, ...] = (),
     ) -> None:
         self._nursery = nursery
         self._model = model
+        self._tools = tools
         self.sandbox = Sandbox(hidden=lambda: (*hidden(), *self._state_dirs()))
         """One sandbox for every workspace: it masks each open workspace's ``.halo``
         and whatever ``hidden`` names (the front: token state, tokens' workspaces)."""
@@ -92,7 +95,11 @@ class Runtimes:
         try:
             # A session logged before levels were recorded gets the sandbox: fail closed.
             async with open_runtime(
-                workspace, model=self._model, access="workspace", sandbox=self.sandbox
+                workspace,
+                model=self._model,
+                access="workspace",
+                sandbox=self.sandbox,
+                tools=self._tools,
             ) as supervisor:
                 log.info("runtime_opened", workspace=workspace)
                 task_status.started(supervisor)

@@ -76,6 +76,7 @@ def hypercorn_config(
     config.send_timeout = send_timeout
     config.bind = [f"{host}:{port}"]
     config.accesslog = None
+    config.loglevel = "WARNING"  # its "Running on …" line is ours to print (quiet when embedded)
     config.graceful_timeout = graceful_timeout
     config.include_server_header = False
     config.backlog = 1024  # hypercorn's 100 drops SYNs when hundreds of SSE clients attach at once
@@ -94,7 +95,10 @@ async def open_server(
     """Serve until the block exits; ``workspaces`` are opened up front (others on demand)."""
     async with trio.open_nursery() as runtime_nursery:
         runtimes = Runtimes(
-            runtime_nursery, model=settings.model, hidden=lambda: front.hidden_paths()
+            runtime_nursery,
+            model=settings.model,
+            hidden=lambda: front.hidden_paths(),
+            tools=settings.tools,
         )
         front = Front(settings, runtimes)
         try:
