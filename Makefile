@@ -16,8 +16,8 @@ demo: $(STAMP)
 	$(BIN)/python -m halo_actors demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check halo_actors tests scripts
-	$(BIN)/ruff format --check halo_actors tests scripts
+	$(BIN)/ruff check halo_actors tests scripts examples
+	$(BIN)/ruff format --check halo_actors tests scripts examples
 
 # The tests are type-checked too (scripts/ need the bench extra, so not here), the way
 # pytest imports them: each directory's modules (and those of tests/ itself) are
