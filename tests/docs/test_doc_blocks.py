@@ -1,7 +1,9 @@
 """Every code block in the README and ``docs/`` runs as written (``doc_blocks.py`` says
 how each kind is run).
 
-Shell blocks run in a scratch directory with this environment's ``bin/`` first on
+A local Anthropic Messages endpoint stands in for the model API in every block
+(``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``fake_anthropic.py``). Shell blocks
+run in a scratch directory with this environment's ``bin/`` first on
 ``PATH`` (what ``. .venv/bin/activate`` does) and ``$HALO_ACTORS_HOME`` unset; the
 changes made to them: the documented port 9527 is replaced by a free one (runs in
 parallel never collide), and a ``demo`` command plays at ``--speed 0.01`` (the same
@@ -16,8 +18,10 @@ import os
 import socket
 import sys
 import tomllib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import fake_anthropic
 import pytest
 import trio
 from doc_blocks import CODE, DOCUMENTS, ROOT, Block, blocks, code_blocks, shell_documents
@@ -35,10 +39,23 @@ def free_port() -> str:
         return str(probe.getsockname()[1])
 
 
-def environment(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HALO_")}
+@pytest.fixture
+async def model_url() -> AsyncIterator[str]:
+    """A local Anthropic Messages endpoint (``fake_anthropic``) for the docs' real-model
+    steps: the documented programs read ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``."""
+    async with trio.open_nursery() as nursery:
+        url: str = await nursery.start(fake_anthropic.serve)
+        yield url
+        nursery.cancel_scope.cancel()
+
+
+def environment(home: Path, model_url: str) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("HALO_", "ANTHROPIC_", "OPENAI_"))
+    }
     env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", HOME=str(home))
     env["VIRTUAL_ENV"] = str(BIN.parent)
+    env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=fake_anthropic.KEY)
     return env
 
 
@@ -77,28 +94,30 @@ def _fast_demo(body: str) -> str:
 
 @pytest.mark.parametrize("document", shell_documents(), ids=lambda d: d.name)
 async def test_the_shell_blocks_of_a_document_run_as_written(
-    document: Path, tmp_path: Path
+    document: Path, tmp_path: Path, model_url: str
 ) -> None:
     """Rule: every command in the README and docs works as written (in the environment
     `make` created, activated)."""
     script = shell_session(document, tmp_path, free_port())
     (tmp_path / "session.sh").write_text(script)
     code, output = await run(
-        ["bash", str(tmp_path / "session.sh")], tmp_path, environment(tmp_path)
+        ["bash", str(tmp_path / "session.sh")], tmp_path, environment(tmp_path, model_url)
     )
     assert code == 0, output[-4000:]
     assert "Traceback" not in output, output[-4000:]
 
 
 @pytest.mark.parametrize("block", code_blocks("python"), ids=lambda b: b.name)
-async def test_a_python_block_runs_as_a_program(block: Block, tmp_path: Path) -> None:
+async def test_a_python_block_runs_as_a_program(
+    block: Block, tmp_path: Path, model_url: str
+) -> None:
     """Rule: every code block in the docs runs in a test."""
     if block.skip_reason is not None:
         pytest.skip(block.skip_reason)
     program = tmp_path / "block.py"
     program.write_text(block.body)
     cwd = ROOT if block.in_repo else tmp_path
-    code, output = await run([sys.executable, str(program)], cwd, environment(tmp_path))
+    code, output = await run([sys.executable, str(program)], cwd, environment(tmp_path, model_url))
     assert code == 0, output[-4000:]
 
 

@@ -27,6 +27,7 @@ TESTED = {
     "custom_tool.py",
     "custom_model.py",
     "fastapi_app.py",
+    "real_model_server.py",  # tests/models/test_custom_tool_turns.py (it needs the wire servers)
 }
 
 
