@@ -61,6 +61,18 @@ LANDED = "interrupted"
 """``AssistantReplied.stop_reason`` of the text a hard cut landed (no model stops so)."""
 
 
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str | None:
+    """A session title from a message: its first non-empty line, whitespace collapsed,
+    at most ``TITLE_CHARS`` characters (cut with ``…``); None for a blank message."""
+    line = next((" ".join(part.split()) for part in text.splitlines() if part.strip()), "")
+    if not line:
+        return None
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1] + "…"
+
+
 @dataclass(slots=True)
 class QueuedMessage:
     text: str
@@ -144,6 +156,8 @@ class SessionState:
                 self.created_ts = record.ts
             case MessageQueued() as e:
                 self.mailbox.append(QueuedMessage(e.text, e.images, e.source_session_id))
+                if self.title is None:  # a session without a title is named by its first message
+                    self.title = title_from(e.text)
                 if self.lifecycle == "stopped":
                     self.lifecycle = "live"
             case RoundStarted() as e:

@@ -3,9 +3,17 @@
 While a scenario plays, one ``rich.live.Live`` region shows the tree (each
 node's state: idle / running / in tool / stopped / archived, its pending tool
 call, its queued message count and the tail of the text it is streaming) above
-the last ``FEED_LINES`` events with their sequence numbers. Narration, checks
-and snapshots print above the region; the summary prints when the scenario ends
-and the region's last frame stays on screen.
+the latest events with their sequence numbers. Narration, checks and snapshots
+print above the region; the summary prints when the scenario ends and the
+region's last frame stays on screen.
+
+The region fits the terminal (:func:`layout_for`): it never takes more than the
+height left after ``narration_room`` lines, so narration and checks printed above
+it stay readable while the next events arrive, and a region never grows taller
+than the screen (rich cannot redraw what scrolled off; Ctrl-C used to leave a
+second top border). On a narrow terminal the tree drops its "streaming" column
+and lets a tool call wrap onto a second line instead of cutting it short.
+Narration and checks wrap with a hanging indent.
 
 Invariants: every string from the log is drawn as ``rich.text.Text`` (never as
 markup, so ``[interrupted by user]`` shows as written); the region is redrawn
@@ -17,6 +25,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TextIO
 
 from rich.console import Console, Group, RenderableType
@@ -31,7 +40,10 @@ from .feed import describe, one_line
 from .scenario import Check, Scenario
 from .view import summary_lines, tree_lines
 
-FEED_LINES = 14
+FEED_MAX = 14
+"""Events the feed shows on a tall terminal."""
+WIDE = 120
+"""Columns from which the tree shows its "streaming" column."""
 STATE_STYLES = {
     "idle": "dim",
     "running": "bold yellow",
@@ -53,39 +65,128 @@ KIND_STYLES = {
 }
 
 
-def tree_table(rows: Sequence[Row]) -> Table:
+@dataclass(frozen=True)
+class Layout:
+    """How the region is drawn on a terminal of ``width`` × ``height``."""
+
+    width: int
+    height: int
+    wide: bool
+    narration_room: int
+    """Lines kept free above the region for narration and checks."""
+    name_width: int
+    kind_width: int
+
+    def feed_lines(self, tree_rows: int) -> int:
+        """Feed lines that fit: the region is two panels (2 borders each) and the
+        tree's header and rows; at least 3, at most :data:`FEED_MAX`."""
+        tree_height = 2 + 1 + tree_rows * (1 if self.wide else 2)
+        room = self.height - self.narration_room - tree_height - 2
+        return max(3, min(FEED_MAX, room))
+
+
+def layout_for(width: int, height: int) -> Layout:
+    wide = width >= WIDE
+    return Layout(
+        width=width,
+        height=height,
+        wide=wide,
+        narration_room=max(4, height // 4),
+        name_width=18 if wide else 13,
+        kind_width=17 if wide else 14,
+    )
+
+
+def tree_table(rows: Sequence[Row], layout: Layout | None = None) -> Table:
+    """The tree; on a narrow terminal (``layout.wide`` false) a tool call may wrap to a
+    second line and the queued count and streamed text share the call's column."""
+    wide = layout is None or layout.wide
     table = Table(expand=True, show_edge=False, pad_edge=False, box=None, header_style="bold")
-    table.add_column("session", no_wrap=True, ratio=2)
+    table.add_column("session", no_wrap=True, max_width=28)
     table.add_column("state", no_wrap=True, width=9)
-    table.add_column("tool call", no_wrap=True, ratio=3)
-    table.add_column("queued", justify="right", width=6)
-    table.add_column("streaming", no_wrap=True, ratio=3)
+    table.add_column("tool call", no_wrap=wide, ratio=3, overflow="ellipsis" if wide else "fold")
+    if wide:
+        table.add_column("queued", justify="right", width=6)
+        table.add_column("streaming", no_wrap=True, ratio=2)
     for row in rows:
         branch = "  " * (row.depth - 1) + "└ " if row.depth else ""
-        table.add_row(
+        cells = [
             Text(branch + row.label),
             Text(row.state, style=STATE_STYLES.get(row.state, "")),
-            Text(one_line(row.tool, 60), style="cyan"),
-            Text(str(row.queued) if row.queued else "", style="bold green"),
-            Text(row.saying[-30:], style="italic dim"),
-        )
+        ]
+        if wide:
+            cells += [
+                Text(one_line(row.tool, 100), style="cyan"),
+                Text(str(row.queued) if row.queued else "", style="bold green"),
+                Text(_tail(row.saying, 40), style="italic dim"),
+            ]
+        else:
+            cells.append(_narrow_call(row))
+        table.add_row(*cells)
     return table
 
 
+def _narrow_call(row: Row) -> Text:
+    """The call (up to two lines), then ``+N queued``; else the streamed text's tail."""
+    text = Text(one_line(row.tool, 120), style="cyan") if row.tool else Text()
+    if row.queued:
+        text.append(f"{'  ' if row.tool else ''}+{row.queued} queued", style="bold green")
+    if not row.tool and not row.queued and row.saying:
+        text.append(f"“…{one_line(row.saying, 40)[-24:]}”", style="italic dim")
+    return text
+
+
+def _tail(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
+
+
+def hanging(mark: str, text: str, style: str) -> Table:
+    """``mark text`` whose wrapped lines start under the text, not under the mark."""
+    grid = Table.grid()
+    grid.add_column(width=len(mark) + 1, no_wrap=True)
+    grid.add_column(ratio=1)
+    grid.add_row(Text(mark, style=style), Text(text, style=style))
+    return grid
+
+
 class LiveView:
-    def __init__(self, out: TextIO) -> None:
-        self._console = Console(file=out)
+    def __init__(self, out: TextIO, *, console: Console | None = None) -> None:
+        self._console = console or Console(file=out)
         self._board = Board()
-        self._feed: deque[Text] = deque(maxlen=FEED_LINES)
+        self._records: deque[Record] = deque(maxlen=FEED_MAX)
         self._live: Live | None = None
         self._title = ""
         self._dirty = False
 
-    def _render(self) -> RenderableType:
-        feed = Group(*self._feed) if self._feed else Text("(no events yet)", style="dim")
+    def layout(self) -> Layout:
+        size = self._console.size
+        return layout_for(size.width, size.height)
+
+    def render(self) -> RenderableType:
+        """The region as it would be drawn now (what :meth:`tick` shows)."""
+        layout = self.layout()
+        rows = self._board.rows()
+        shown = list(self._records)[-layout.feed_lines(len(rows)) :]
+        lines = [self._feed_line(record, layout) for record in shown]
+        feed = Group(*lines) if lines else Text("(no events yet)", style="dim")
         return Group(
-            Panel(tree_table(self._board.rows()), title=self._title, title_align="left"),
+            Panel(tree_table(rows, layout), title=self._title, title_align="left"),
             Panel(feed, title="events", title_align="left", style="dim"),
+        )
+
+    def _feed_line(self, record: Record, layout: Layout) -> Text:
+        kind = kind_of(record.event)
+        name = one_line(self._board.name(record.session_id), layout.name_width)
+        return Text.assemble(
+            (f"#{record.seq:<4} ", "dim"),
+            (f"{name:<{layout.name_width}} ", "bold"),
+            (
+                f"{one_line(kind, layout.kind_width):<{layout.kind_width}} ",
+                KIND_STYLES.get(kind, ""),
+            ),
+            one_line(describe(record) or "", 200),
+            no_wrap=True,
+            overflow="ellipsis",
         )
 
     def _print(self, renderable: RenderableType) -> None:
@@ -93,36 +194,27 @@ class LiveView:
         console.print(renderable)
 
     def begin(self, scenario: Scenario) -> None:
-        self._board, self._feed = Board(), deque(maxlen=FEED_LINES)
+        self._board, self._records = Board(), deque(maxlen=FEED_MAX)
         self._title = f"{scenario.name} · session tree"
         self._console.rule(Text(f"{scenario.name} · {scenario.title}", style="bold"))
-        self._live = Live(self._render(), console=self._console, auto_refresh=False)
+        self._live = Live(
+            self.render(), console=self._console, auto_refresh=False, vertical_overflow="crop"
+        )
         self._live.start()
 
     def record(self, record: Record) -> None:
         self._board.apply(record)
-        detail = describe(record)
-        if detail is None:
+        if describe(record) is None:
             return
-        kind = kind_of(record.event)
-        self._feed.append(
-            Text.assemble(
-                (f"#{record.seq:<4} ", "dim"),
-                (f"{self._board.name(record.session_id):<18} ", "bold"),
-                (f"{kind:<17} ", KIND_STYLES.get(kind, "")),
-                one_line(detail, 100),
-                no_wrap=True,
-                overflow="ellipsis",
-            )
-        )
+        self._records.append(record)
         self._dirty = True
 
     def note(self, text: str) -> None:
-        self._print(Text(f"» {text}", style="bold"))
+        self._print(hanging("»", text, "bold"))
 
     def check(self, check: Check) -> None:
         mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
-        self._print(Text(f"{mark} {check.label}", style=style))
+        self._print(hanging(mark, check.label, style))
 
     def snapshot(self, label: str, rows: Sequence[Row]) -> None:
         self._print(Text("\n".join([f"  {label}:", *(f"    {x}" for x in tree_lines(rows))])))
@@ -134,7 +226,7 @@ class LiveView:
 
     def tick(self, force: bool = False) -> None:
         if self._live is not None and (self._dirty or force):
-            self._live.update(self._render(), refresh=True)
+            self._live.update(self.render(), refresh=True)
             self._dirty = False
 
     def close(self) -> None:

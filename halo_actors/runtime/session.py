@@ -361,7 +361,9 @@ class SessionActor:
                     await self.emit(ErrorRaised(error=f"internal error: {type(exc).__name__}"))
             finally:
                 self._turn_scope = None
-        return "interrupted" if scope.cancelled_caught else reason
+        if scope.cancelled_caught:  # a hard interrupt, or a stop/archive cascade
+            return "stopped" if self.stopping else "interrupted"
+        return reason
 
     def cut_turn(self) -> None:
         """Abort the running turn now. A compaction under way is not cut with it: it gets

@@ -51,9 +51,14 @@ def records() -> Iterator[Record]:
     yield at(runner, RoundStarted(text="run the nightly job", drained=1))
     yield at(runner, AgentStarted())
     yield at(runner, TextStreamed(text="Running both steps in parallel."))
-    yield at(runner, ToolCalled(tool_name="shell_exec", tool_use_id="t1", tool_input={"command": LONG_COMMAND}))
+    yield at(
+        runner,
+        ToolCalled(tool_name="shell_exec", tool_use_id="t1", tool_input={"command": LONG_COMMAND}),
+    )
     for n in range(20):
-        yield at(lead, MessageQueued(text=f"status update number {n} from the user, please keep going"))
+        yield at(
+            lead, MessageQueued(text=f"status update number {n} from the user, please keep going")
+        )
 
 
 def region_lines(view: LiveView, out: Console) -> list[str]:
@@ -106,7 +111,10 @@ def test_narration_wraps_with_a_hanging_indent() -> None:
     """Rule: narration that wraps at 80 columns is indented under its text."""
     out = console(80, 24)
     text = "the user tells the lead the long step is not needed, and the lead interrupts " * 2
-    lines = ["".join(s.text for s in line).rstrip() for line in out.render_lines(hanging("»", text, "bold"), out.options, pad=False)]
+    lines = [
+        "".join(s.text for s in line).rstrip()
+        for line in out.render_lines(hanging("»", text, "bold"), out.options, pad=False)
+    ]
     assert len(lines) >= 2 and lines[0].startswith("» the user")
     assert all(line.startswith("  ") and line[2] != " " for line in lines[1:])
 

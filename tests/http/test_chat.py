@@ -16,7 +16,7 @@ async def test_chat_streams_session_first_then_the_run_to_its_terminal_complete(
             read = await sse(client, "POST", "/api/web/chat", json={"message": "slow 3"})
     assert read.types()[0] == "session"
     assert read.frames[1].data == {"type": "user", "text": "slow 3"}
-    assert read.frames[-1].data == {"type": "complete"}
+    assert read.frames[-1].data == {"type": "complete", "reason": "end_turn"}
     assert read.text() == "1\n2\n3\n"
     ids = [f.id for f in read.frames]
     assert ids == sorted(ids) and ids[0] < ids[1]

@@ -179,7 +179,7 @@ async def test_compact_and_tree_commands(harness: Harness) -> None:
     (state,) = sup.sessions()
     assert state.messages[0].text().startswith("[summary of the earlier conversation]")
     assert tree.types() == ["session", "stream", "complete"]
-    assert f"{state.session_id} [idle] default (this session)" in tree.text()
+    assert f"{state.session_id} [idle] one (this session)" in tree.text()  # titled by "one"
 
 
 async def test_without_a_pointer_a_chat_goes_to_the_most_recently_updated_own_live_root(

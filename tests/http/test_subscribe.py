@@ -194,7 +194,7 @@ async def test_subscribe_sends_keepalives_while_idle_and_they_stop_with_the_stre
     chat_end = reads[0].frames[-1]
     assert chat_end.type == "complete"
     assert last.startswith(b"id: %s\n" % str(chat_end.id).encode())  # the terminal complete
-    assert last.endswith(b'data: {"type":"complete"}')  # and nothing after it
+    assert last.endswith(b'data: {"type":"complete","reason":"end_turn"}')  # nothing after
 
 
 BAD_RESUME_IDS = ["-1", "1.", ".1", "0.1", "1.2.3", "1.-2", "1.x", "1." + "9" * 19]

@@ -7,7 +7,11 @@
   token; an unknown owned id is created by its first chat), same frames;
 - ``/compact``: compact the session now when idle (stream to the end of that run),
   else at the end of the current turn (answer ``queued``);
-- ``/tree``: the session's tree as one ``stream`` frame of text, then ``complete``.
+- ``/tree``: the session's tree as one ``stream`` frame of text, then ``complete``;
+- ``/help``: the list of these commands as one ``stream`` frame, then ``complete``.
+
+``/session switch`` to an id that does not exist yet also says, in a ``stream``
+frame, that the next message starts it as a new session.
 
 Frames these commands build take the log's current sequence number as their id.
 Any other text starting with ``/`` is an ordinary message for the agent.
@@ -29,12 +33,22 @@ from .frames import Frame, complete_frame, session_frame, switch_frame, text_fra
 from .sse import StreamPlan
 from .streams import FixedPlan, RunPlan
 
-USAGE = "usage: /session new | /session switch <id>"
+USAGE = "usage: /session new | /session switch <id> (/help lists every command)"
+HELP = """Commands:
+  /help                 this list
+  /session new          start a new session and make it the active one
+  /session switch <id>  make <id> the active session (an id that does not exist yet
+                        is started by your next message)
+  /compact              compact this session's conversation (now when idle, else
+                        at the end of the current turn)
+  /tree                 this session's tree, with each session's state
+Any other text, also one starting with /, is a message for the agent.
+"""
 
 
 @dataclass(frozen=True)
 class Command:
-    name: Literal["session_new", "session_switch", "compact", "tree"]
+    name: Literal["session_new", "session_switch", "compact", "tree", "help"]
     arg: str = ""
 
 
@@ -50,6 +64,8 @@ def parse_command(message: str) -> Command | None:
             return Command("compact")
         case ["/tree"]:
             return Command("tree")
+        case ["/help"]:
+            return Command("help")
         case _:
             return None
 
@@ -69,7 +85,11 @@ async def command_stream(
         case "session_switch":
             target = check_session_id(caller, command.arg)
             front.active.set(workspace, caller, target)
-            return FixedPlan(partial(_fixed, sup, session_id, [switch_frame(0, target)]))
+            frames = [switch_frame(0, target)]
+            if not sup.exists(target):
+                note = f"session {target} does not exist yet: your next message starts it\n"
+                frames.append(text_frame(0, note))
+            return FixedPlan(partial(_fixed, sup, session_id, frames))
         case "compact":
             if not sup.exists(session_id):
                 return FixedPlan(partial(_fixed, sup, session_id, []))
@@ -82,6 +102,8 @@ async def command_stream(
         case "tree":
             text = render_tree(sup, session_id)
             return FixedPlan(partial(_fixed, sup, session_id, [text_frame(0, text)]))
+        case "help":
+            return FixedPlan(partial(_fixed, sup, session_id, [text_frame(0, HELP)]))
 
 
 async def _session_new(

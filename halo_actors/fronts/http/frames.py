@@ -89,8 +89,12 @@ def queued_frame(seq: int) -> Frame:
     return Frame(seq, {"type": "queued"})
 
 
-def complete_frame(seq: int) -> Frame:
-    return Frame(seq, {"type": "complete"})
+def complete_frame(seq: int, reason: str | None = None) -> Frame:
+    """``complete``; ``reason`` says why the turn ended (``end_turn``, ``interrupted``,
+    ``stopped``, ``error``, …) when a turn ended (a command's stream has none)."""
+    return Frame(
+        seq, {"type": "complete"} if reason is None else {"type": "complete", "reason": reason}
+    )
 
 
 def text_frame(seq: int, text: str) -> Frame:
@@ -221,9 +225,9 @@ class Projector:
                 return [Frame(seq, payload)]
             case ErrorRaised(error=error):
                 return [Frame(seq, {"type": "error", "error": error})]
-            case TurnCompleted(batch_boundary=boundary):
+            case TurnCompleted(batch_boundary=boundary, stop_reason=reason):
                 self.after_terminal = not boundary
-                return self._complete(seq, boundary)
+                return self._complete(seq, boundary, reason)
             case AgentDone() if not self.push and self.after_terminal:
                 self.after_terminal = False  # the end of a run whose complete went out
                 return []
@@ -232,12 +236,13 @@ class Projector:
             case _:
                 return []
 
-    def _complete(self, seq: int, boundary: bool) -> list[Frame]:
+    def _complete(self, seq: int, boundary: bool, reason: str | None = None) -> list[Frame]:
         frames = self._pieces(seq, self.media.flush())
         if self.push:
-            frames.append(Frame(seq, {"type": "complete", "batchBoundary": boundary}))
+            payload: Payload = {"type": "complete", "batchBoundary": boundary}
+            frames.append(Frame(seq, payload if reason is None else payload | {"reason": reason}))
         elif not boundary:
-            frames.append(complete_frame(seq))
+            frames.append(complete_frame(seq, reason))
             self.done = True
         return frames
 
