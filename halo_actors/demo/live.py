@@ -13,7 +13,12 @@ it stay readable while the next events arrive, and a region never grows taller
 than the screen (rich cannot redraw what scrolled off; Ctrl-C used to leave a
 second top border). On a narrow terminal the tree drops its "streaming" column
 and lets a tool call wrap onto a second line instead of cutting it short.
-Narration and checks wrap with a hanging indent.
+Narration and checks wrap with a hanging indent. While the region is up, the
+terminal does not echo control characters: a redraw leaves the cursor at the last
+column, where an echoed ``^C`` wrapped onto a new line and the final redraw then
+started one line low (the region's top border stayed on screen twice). Methods that
+write are also protected from KeyboardInterrupt (trio delivers it at the next
+checkpoint), so a Ctrl-C never lands in the middle of a redraw.
 
 Invariants: every string from the log is drawn as ``rich.text.Text`` (never as
 markup, so ``[interrupted by user]`` shows as written); the region is redrawn
@@ -23,8 +28,12 @@ never from a background thread.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import termios
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -33,6 +42,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
+from trio.lowlevel import enable_ki_protection
 
 from ..core.events import Record, kind_of
 from .board import Board, Row
@@ -143,14 +153,37 @@ def _tail(text: str, width: int) -> str:
 def hanging(mark: str, text: str, style: str) -> Table:
     """``mark text`` whose wrapped lines start under the text, not under the mark."""
     grid = Table.grid()
-    grid.add_column(width=len(mark) + 1, no_wrap=True)
+    grid.add_column(width=len(mark) + 1 if mark else 3, no_wrap=True)
     grid.add_column(ratio=1)
     grid.add_row(Text(mark, style=style), Text(text, style=style))
     return grid
 
 
+def quiet_control_echo(out: TextIO) -> Callable[[], None]:
+    """Turn off the terminal's echo of control characters (``^C``) on ``out`` if it is
+    a terminal; returns the function that restores the previous setting."""
+    try:
+        fd = out.fileno()
+        if not os.isatty(fd):
+            return lambda: None
+        before = termios.tcgetattr(fd)
+        quiet = list(before)
+        quiet[3] &= ~termios.ECHOCTL
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except (OSError, ValueError, io.UnsupportedOperation, termios.error):
+        return lambda: None
+
+    def restore() -> None:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, before)
+
+    return restore
+
+
 class LiveView:
     def __init__(self, out: TextIO, *, console: Console | None = None) -> None:
+        self._out = out
+        self._restore_echo: Callable[[], None] | None = None
         self._console = console or Console(file=out)
         self._board = Board()
         self._records: deque[Record] = deque(maxlen=FEED_MAX)
@@ -189,10 +222,15 @@ class LiveView:
             overflow="ellipsis",
         )
 
-    def _print(self, renderable: RenderableType) -> None:
+    def _print(self, renderable: RenderableType, *, cut: bool = False) -> None:
+        """Print above the region; ``cut``: one line, ended with … at the terminal's edge."""
         console = self._live.console if self._live is not None else self._console
-        console.print(renderable)
+        if cut:
+            console.print(renderable, no_wrap=True, overflow="ellipsis")
+        else:
+            console.print(renderable)
 
+    @enable_ki_protection
     def begin(self, scenario: Scenario) -> None:
         self._board, self._records = Board(), deque(maxlen=FEED_MAX)
         self._title = f"{scenario.name} · session tree"
@@ -200,6 +238,7 @@ class LiveView:
         self._live = Live(
             self.render(), console=self._console, auto_refresh=False, vertical_overflow="crop"
         )
+        self._restore_echo = quiet_control_echo(self._out)
         self._live.start()
 
     def record(self, record: Record) -> None:
@@ -209,27 +248,49 @@ class LiveView:
         self._records.append(record)
         self._dirty = True
 
+    @enable_ki_protection
     def note(self, text: str) -> None:
         self._print(hanging("»", text, "bold"))
 
+    @enable_ki_protection
     def check(self, check: Check) -> None:
         mark, style = ("✓", "green") if check.ok else ("✗", "bold red")
         self._print(hanging(mark, check.label, style))
 
+    @enable_ki_protection
     def snapshot(self, label: str, rows: Sequence[Row]) -> None:
-        self._print(Text("\n".join([f"  {label}:", *(f"    {x}" for x in tree_lines(rows))])))
+        """The tree at a moment, one line per session (cut at the terminal's width: the
+        region above shows the same calls whole)."""
+        lines = [f"  {label}:", *(f"    {x}" for x in tree_lines(rows))]
+        for line in lines:
+            self._print(Text(line), cut=True)
 
+    @enable_ki_protection
     def finish(self, scenario: Scenario, checks: Sequence[Check]) -> None:
         self.tick(force=True)
         self.close()
-        self._console.print(Text("\n".join(summary_lines(scenario, checks)), style="bold"))
+        for line in summary_lines(scenario, checks):
+            bullet, _, point = line.partition("• ")
+            if point:
+                self._console.print(hanging(bullet + "•", point, "bold"))
+            else:
+                self._console.print(
+                    hanging("", line.strip(), "bold")
+                    if line.startswith("   ")
+                    else Text(line, style="bold")
+                )
 
+    @enable_ki_protection
     def tick(self, force: bool = False) -> None:
         if self._live is not None and (self._dirty or force):
             self._live.update(self.render(), refresh=True)
             self._dirty = False
 
+    @enable_ki_protection
     def close(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
+        if self._restore_echo is not None:
+            self._restore_echo()
+            self._restore_echo = None

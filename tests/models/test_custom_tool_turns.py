@@ -16,8 +16,7 @@ import httpx
 import msgspec
 import pytest
 import trio
-from provider_kit import BUDGET, WIRES, Wire, serving
-from test_provider_turns import results_in
+from provider_kit import BUDGET, WIRES, Wire, results_in, serving
 from wire_formats import Call, Turn
 from wire_server import Reply, Seen
 
