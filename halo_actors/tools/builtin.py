@@ -34,10 +34,16 @@ class ShellArgs(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 
 async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolOutput:
+    return await run_session_shell(ctx, args.command, args.timeout)
+
+
+async def run_session_shell(ctx: ToolContext, command: str, time_limit: float | None) -> ToolOutput:
+    """A command as the session's ``shell_exec`` runs it (also for custom tools): confined
+    by its access level, its process groups tracked by the turn (a hard abort kills them)."""
     limits = ctx.shell
-    if args.timeout is not None:
+    if time_limit is not None:
         limits = ShellLimits(
-            output_cap=limits.output_cap, timeout=args.timeout, kill_grace=limits.kill_grace
+            output_cap=limits.output_cap, timeout=time_limit, kill_grace=limits.kill_grace
         )
     pgids: list[int] = []
 
@@ -48,7 +54,7 @@ async def _shell(ctx: ToolContext, args: ShellArgs) -> ToolOutput:
     try:
         async with _confined(ctx) as wrap:
             result = await run_shell(
-                args.command, ctx.workspace.root, limits, on_spawn=spawned, wrap=wrap
+                command, ctx.workspace.root, limits, on_spawn=spawned, wrap=wrap
             )
     finally:
         for pgid in pgids:

@@ -11,7 +11,8 @@ Invariants (see ``docs/design/tools.md``, "Custom tools"):
 - the model's input is validated against the schema before the function runs; a
   mismatch is an ``is_error`` result naming the field and the expected parameters;
 - the function receives the calling session's :class:`SessionContext`, never the
-  runtime's internals;
+  runtime's internals; a command it runs through ``SessionContext.shell`` is confined
+  exactly like the session's own ``shell_exec`` (its access level and sandbox);
 - a custom tool runs as a task of the runtime's tool nursery, so that a hard
   interrupt can abandon it: its call is cancelled, and if it has not ended
   ``grace`` seconds later the turn goes on without it (its result is the cut
@@ -25,7 +26,7 @@ import inspect
 import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -33,6 +34,7 @@ import msgspec
 
 from ..core.errors import HaloError
 from .base import Tool, ToolContext, ToolOutput, schema_of
+from .builtin import run_session_shell
 
 AccessLevel = Literal["readonly", "workspace", "full"]
 
@@ -52,8 +54,22 @@ class SessionContext:
     workspace: Path
     """The runtime's workspace directory (absolute)."""
     access: AccessLevel = "full"
-    """The access level the session was created with; an embedder's own sessions are
-    ``full``. A tool that touches the machine should honour it (fail closed)."""
+    """The session's access level (``docs/security.md``): recorded at its creation,
+    inherited by its sub-sessions, lowered by a sandboxing profile; an embedder's own
+    sessions are ``full``. A tool that touches the machine must honour it (fail
+    closed): :meth:`shell` does."""
+    sandboxed: bool = False
+    """True when this session's commands run in the sandbox (``workspace`` level)."""
+    _tool: ToolContext | None = field(default=None, repr=False, compare=False)
+
+    async def shell(self, command: str, *, time_limit: float | None = None) -> ToolOutput:
+        """Run ``command`` the way this session's ``shell_exec`` would: in the sandbox
+        for a ``workspace`` session, refused for a ``readonly`` one (``PathNotAccessible``)
+        or where no sandbox is available (``SandboxUnavailable``), killed with its whole
+        process group when the turn is cut. The output is capped like ``shell_exec``'s."""
+        if self._tool is None:
+            raise ToolError("this context has no session to run commands for")
+        return await run_session_shell(self._tool, command, time_limit)
 
 
 class ToolError(HaloError):
@@ -67,6 +83,8 @@ def session_context(ctx: ToolContext) -> SessionContext:
         agent_id=ctx.agent_id,
         workspace=Path(ctx.workspace.root),
         access=ctx.access,
+        sandboxed=ctx.access == "workspace",
+        _tool=ctx,
     )
 
 

@@ -6,14 +6,16 @@ calls the app's tool, and reads what the log holds.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 import pytest
 import trio
+from sandbox_check import needs_sandbox
 
 from halo_actors import (
     DEFAULT_TOOLS,
@@ -299,3 +301,42 @@ async def test_a_tool_that_ignores_cancellation_is_abandoned_after_its_grace(
             await ended.wait()
             await trio.testing.wait_all_tasks_blocked()
             assert await results(sup, sid) == [cut]  # the late result was dropped
+
+
+@tool
+async def where(ctx: SessionContext) -> str:
+    """Run a command as the session would, and say how it ran."""
+    out = await ctx.shell("echo home=$HOME")
+    return f"{ctx.access} sandboxed={ctx.sandboxed}: {out.text.splitlines()[0]}"
+
+
+async def where_in(
+    tmp_path: Path, access: Literal["full", "workspace", "readonly"]
+) -> ToolReturned:
+    rule = calling(ScriptedCall(name="where"))
+    async with app(tmp_path, [rule], [where], ("where",)) as sup:
+        sid = await sup.create_session(agent_id="helper", access=access)
+        await sup.send(sid, "use it")
+        await sup.wait_idle(sid)
+        (got,) = await results(sup, sid)
+        return got
+
+
+async def test_a_custom_tool_runs_commands_at_its_sessions_access_level(tmp_path: Path) -> None:
+    """Rule: a custom tool's context carries the session's access level and sandbox; a
+    command it runs is confined like the session's own shell (fail closed)."""
+    with trio.fail_after(BUDGET):
+        full = await where_in(tmp_path / "a", "full")
+        readonly = await where_in(tmp_path / "b", "readonly")
+    assert full.result == f"full sandboxed=False: home={os.environ['HOME']}" and not full.is_error
+    assert (readonly.result, readonly.is_error) == ("a read-only session has no shell", True)
+
+
+@needs_sandbox()
+async def test_a_workspace_sessions_custom_tool_runs_commands_in_the_sandbox(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(BUDGET):
+        got = await where_in(tmp_path, "workspace")
+    workspace = (tmp_path / "ws").resolve()
+    assert (got.result, got.is_error) == (f"workspace sandboxed=True: home={workspace}", False)
