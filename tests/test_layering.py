@@ -51,3 +51,15 @@ def test_core_knows_nothing_of_http_models_or_tools() -> None:
     for path in (PACKAGE / "core").rglob("*.py"):
         for target in _imports(path):
             assert not target.startswith(("starlette", "hypercorn", "httpx")), path
+
+
+def test_every_logger_is_quiet_until_the_program_configures_logging() -> None:
+    """Rule: an embedded runtime is quiet by default (structlog configurable): every
+    module takes its logger from ``core.logger.get_logger``, never ``structlog`` itself."""
+    allowed = {PACKAGE / "core" / "logger.py", PACKAGE / "logging.py"}
+    direct = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if path not in allowed and "structlog.get_logger" in path.read_text()
+    ]
+    assert direct == []

@@ -20,10 +20,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import structlog
 import trio
 
-log = structlog.get_logger(__name__)
+from ..core.logger import get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -42,14 +42,14 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 
 from ..core.errors import HaloError
+from ..core.logger import get_logger
 from .files import HALO_DIR
 from .pidlimit import PidsCgroup, find_pids_cgroup
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 __all__ = [
     "DEFAULT_MAX_PROCESSES",

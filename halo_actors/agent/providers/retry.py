@@ -23,12 +23,12 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-import structlog
 import trio
 
+from ...core.logger import get_logger
 from ..model import ModelEvent, ModelFailed, ModelTimeout
 
-log = structlog.get_logger("halo_actors.model")
+log = get_logger("halo_actors.model")
 
 
 class Transient(Exception):
