@@ -13,7 +13,9 @@ def configure_logging(
     fmt: Literal["console", "json"] | str = "console", level: int = logging.WARNING
 ) -> None:
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer()
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     structlog.configure(
         processors=[

@@ -6,8 +6,8 @@ A local Anthropic Messages endpoint stands in for the model API in every block
 run in a scratch directory with this environment's ``bin/`` first on
 ``PATH`` (what ``. .venv/bin/activate`` does) and ``$HALO_ACTORS_HOME`` unset; the
 changes made to them: the documented port 9527 is replaced by a free one (runs in
-parallel never collide), and a ``demo`` command plays at ``--speed 0.01`` (the same
-tour, without its pauses for a reader). Background jobs a session starts are killed
+parallel never collide), and a ``demo`` command plays at ``--speed 0.2`` (the same
+tour, with shorter pauses for a reader). Background jobs a session starts are killed
 at its end.
 """
 
@@ -87,7 +87,7 @@ def _fast_demo(body: str) -> str:
     for line in body.splitlines():
         command, hash_, comment = line.partition("  #")
         if command.startswith("python -m halo_actors demo") and "--list" not in command:
-            line = f"{command.rstrip()} --speed 0.01  {hash_}{comment}".rstrip()
+            line = f"{command.rstrip()} --speed 0.2  {hash_}{comment}".rstrip()
         lines.append(line)
     return "\n".join(lines)
 

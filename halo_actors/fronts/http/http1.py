@@ -15,7 +15,11 @@ Rules of :class:`Http1Protocol` (hypercorn's h11 protocol, changed in three plac
 - every error hypercorn answers by itself (400 for a malformed request, 431 for a
   request line or headers over ``h11_max_incomplete_size``, 400 for a bad WebSocket
   handshake, 500 for an app that ended without answering) carries a JSON body
-  ``{"error": "..."}`` like every answer of the app.
+  ``{"error": "..."}`` like every answer of the app;
+- a request whose ``x-token`` header was cut by a bare newline (``TOKEN=$(cmd)`` that
+  printed two lines, sent as ``-H "x-token: $TOKEN"``) is malformed HTTP, refused by
+  the parser before any app sees it: it is answered ``401`` with the app's
+  malformed-token message instead of a bare ``400``, so the client learns what to fix.
 
 :func:`serve` is hypercorn's ``worker_serve`` for plain TCP listeners (no TLS, no
 QUIC, no lifespan: the app has no startup hooks), using that protocol.
@@ -23,6 +27,8 @@ QUIC, no lifespan: the app has no startup hooks), using that protocol.
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Awaitable, Callable
 from functools import partial
 from http import HTTPStatus
@@ -32,7 +38,8 @@ import h11
 import msgspec
 import trio
 from hypercorn.config import Config
-from hypercorn.events import Closed
+from hypercorn.events import Closed, RawData
+from hypercorn.events import Event as HypercornEvent
 from hypercorn.protocol import ProtocolWrapper
 from hypercorn.protocol.events import Body, Response
 from hypercorn.protocol.events import Event as StreamEvent
@@ -42,6 +49,8 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ConnectionState
 from hypercorn.utils import ShutdownError, raise_shutdown, repr_socket_addr, wrap_app
 from starlette.types import ASGIApp
+
+from .errors import MALFORMED_TOKEN
 
 MESSAGES: Final = {
     400: "malformed HTTP request",
@@ -65,11 +74,34 @@ def _json_headers(body: bytes) -> list[tuple[bytes, bytes]]:
     ]
 
 
+_HEADER_LINE: Final = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+:")
+HEAD_LIMIT: Final = 65536
+"""Bytes of a request head kept to look for a split ``x-token`` header."""
+
+
+def token_header_split(head: bytes) -> bool:
+    """The ``x-token`` header of this request head ends in a bare newline followed by a
+    line that is no header: a token value that held a newline."""
+    lines = head.split(b"\n")
+    for line, after in itertools.pairwise(lines):
+        if line.lower().startswith(b"x-token:") and not line.endswith(b"\r"):
+            rest = after.rstrip(b"\r")
+            return bool(rest) and _HEADER_LINE.match(rest) is None
+    return False
+
+
 class Http1Protocol(H11Protocol):
     """Hypercorn's HTTP/1.1 protocol without the switch to HTTP/2, with JSON error bodies."""
 
     _refused = False
     """A prior-knowledge HTTP/2 preface was answered 505: no stream is created."""
+    _head = b""
+    """The start of the current request's head, until its end is seen (or the limit)."""
+
+    async def handle(self, event: HypercornEvent) -> None:
+        if isinstance(event, RawData) and len(self._head) < HEAD_LIMIT:
+            self._head = (self._head + event.data)[:HEAD_LIMIT]
+        await super().handle(event)
 
     async def _check_protocol(self, event: h11.Request) -> None:
         if event.method == b"PRI" and event.target == b"*":
@@ -84,6 +116,8 @@ class Http1Protocol(H11Protocol):
 
     async def _send_error_response(self, status_code: int) -> None:
         body = error_json(status_code)
+        if status_code == 400 and token_header_split(self._head.split(b"\r\n\r\n", 1)[0]):
+            status_code, body = 401, msgspec.json.encode({"error": MALFORMED_TOKEN})
         headers = [*_json_headers(body), *self.config.response_headers("h11")]
         await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
         await self._send_h11_event(h11.Data(data=body))
