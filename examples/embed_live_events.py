@@ -26,11 +26,29 @@ from halo_actors import (
 )
 
 
-async def follow(sup: Supervisor, root: str) -> None:
+class Progress:
+    """How far the follower has read: lets the program stop it only once it caught up."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.moved = trio.Event()
+
+    def reached(self, seq: int) -> None:
+        self.seq = seq
+        self.moved.set()
+        self.moved = trio.Event()
+
+    async def wait_for(self, seq: int) -> None:
+        while self.seq < seq:
+            await self.moved.wait()
+
+
+async def follow(sup: Supervisor, root: str, progress: Progress) -> None:
     """Print the tree's events, one line each, until cancelled."""
     async with sup.log.subscribe(EventFilter(tree=root)) as events:
         try:
             async for record in events:
+                progress.reached(record.seq)
                 who = record.session_id.removeprefix(root) or "root"
                 match record.event:
                     case SessionCreated(agent_id=agent):
@@ -50,10 +68,13 @@ async def follow(sup: Supervisor, root: str) -> None:
 async def main(workspace: str) -> None:
     async with open_runtime(workspace) as sup:
         root = await sup.create_session(namespace="example")
+        progress = Progress()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(follow, sup, root)
+            nursery.start_soon(follow, sup, root, progress)
             await sup.send(root, "spawn 2 look around")
             await sup.wait_idle(root)  # the whole tree is quiet
+            last = (await sup.log.read(EventFilter(tree=root)))[-1].seq
+            await progress.wait_for(last)  # the follower printed everything logged so far
             nursery.cancel_scope.cancel()
         print("final answer:", sup.output(root))
 
