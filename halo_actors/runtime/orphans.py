@@ -27,13 +27,13 @@ import os
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import structlog
 import trio
 
 from ..core.events import CommandStarted
+from ..core.logger import get_logger
 from ..tools.shell import kill_process_group
 
-log = structlog.get_logger("halo_actors.orphans")
+log = get_logger("halo_actors.orphans")
 
 _STARTTIME = 19
 """Index of ``starttime`` (field 22) among the fields after ``(comm)`` in ``stat``."""
