@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit chaos bench clean sandbox-deps browser
+.PHONY: demo test test-pg lint typecheck unit chaos bench clean sandbox-deps browser
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[http,acp,test]'
+	$(BIN)/pip install --quiet -e '.[http,acp,test,pg]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -58,6 +58,11 @@ sandbox-deps:
 	fi
 
 test: lint typecheck unit
+
+# Only the PostgreSQL tests (HALO_PG_DSN, default the local server); with no server
+# they fail here instead of skipping.
+test-pg: $(STAMP)
+	HALO_PG_REQUIRED=1 $(BIN)/pytest -m pg
 
 # The chaos suites at full size; `make test` runs a small seeded slice of each.
 chaos: $(STAMP)

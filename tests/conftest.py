@@ -5,20 +5,37 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
+import pg_support
 import pytest
 from served import WebServer
 from web_client import Harness, serve_harness
 
 from halo_actors.core.log import DEFAULT_MAX_EVENT_BYTES, MemoryEventLog, SqliteEventLog
+from halo_actors.core.log.postgres import PostgresEventLog
+
+# --- PostgreSQL (core/log/postgres.py, multi-node): a server, and schemas per run ----
+
+
+@pytest.fixture(scope="session")
+def pg_schemas() -> Iterator[pg_support.SchemaFactory]:
+    """Fresh schema names for this run (``.new()``); every one is dropped at the end.
+    Skips the test (fails it in CI / make test-pg) when no server is reachable."""
+    pg_support.require_server()
+    factory = pg_support.SchemaFactory()
+    try:
+        yield factory
+    finally:
+        factory.drop_all()
+
 
 # --- event log (core/log): every fixture here runs once per backend -------------
 
-AnyEventLog = MemoryEventLog | SqliteEventLog
+AnyEventLog = MemoryEventLog | SqliteEventLog | PostgresEventLog
 OpenEventLog = Callable[..., Awaitable[AnyEventLog]]
 """``await open_event_log(max_event_bytes=…)``: a fresh, empty log of the backend under test."""
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
 def log_backend(request: pytest.FixtureRequest) -> str:
     """The backend under test; a test that uses a log fixture runs once per backend."""
     backend: str = request.param
@@ -26,14 +43,22 @@ def log_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def open_event_log(log_backend: str, tmp_path: Path) -> AsyncIterator[OpenEventLog]:
-    """A factory of fresh logs (each SQLite one in its own file); all closed after the test."""
+async def open_event_log(
+    log_backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[OpenEventLog]:
+    """A factory of fresh logs (each SQLite one in its own file, each PostgreSQL one in
+    its own schema); all closed after the test."""
+    schemas = request.getfixturevalue("pg_schemas") if log_backend == "postgres" else None
     opened: list[AnyEventLog] = []
 
     async def open_(*, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> AnyEventLog:
         log: AnyEventLog
         if log_backend == "memory":
             log = MemoryEventLog(max_event_bytes=max_event_bytes)
+        elif schemas is not None:
+            log = await PostgresEventLog.open(
+                pg_support.dsn(), schema=schemas.new(), max_event_bytes=max_event_bytes
+            )
         else:
             path = tmp_path / f"log{len(opened)}" / ".halo" / "events.db"
             log = await SqliteEventLog.open(path, max_event_bytes=max_event_bytes)
@@ -72,6 +97,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     problem = sandbox_problem()
     if problem is not None:
         terminalreporter.write_line(f"sandbox tests skipped: {problem}", yellow=True)
+    line = pg_support.skip_line()  # PostgreSQL: one line when its tests skipped
+    if line:
+        terminalreporter.write_line(line, yellow=True)
 
 
 # --- a server subprocess (tests/web, tests/watch): restartable on its port --------------

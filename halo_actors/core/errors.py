@@ -12,6 +12,7 @@ traceback.
     │   └── ProfileError             a broken agent profile (names file and field)
     ├── StoreClosed                  the event log was closed (or is open read-only)
     ├── StoreFailed                  an append could not be made durable; nothing of it stored
+    │   └── Fenced                   this node no longer owns the tree (stale lease epoch)
     ├── SubscriptionClosed           a live subscription ended; resume from ``resume_after``
     │   └── SubscriptionOverflow     the subscriber fell behind its bounded buffer
     ├── SessionNotFound              no such session (or not visible to the caller)
@@ -55,6 +56,12 @@ class StoreFailed(HaloError):
     Nothing of that append, nor of any later one, was stored or shown to a reader; the
     process must reopen the log, which recovers the durable prefix.
     """
+
+
+class Fenced(StoreFailed):
+    """The append's tree is owned by another node now (or was never held here): the
+    lease epoch it carried is stale. Nothing of it was stored; this node must drop its
+    copy of the tree."""
 
 
 class SubscriptionClosed(HaloError):

@@ -41,8 +41,9 @@ from halo_actors.core.events import (
 )
 from halo_actors.core.log import EVERYTHING, EventFilter, MemoryEventLog, SqliteEventLog
 from halo_actors.core.log.fanout import Subscription
+from halo_actors.core.log.postgres import PostgresEventLog
 
-Log = MemoryEventLog | SqliteEventLog
+Log = MemoryEventLog | SqliteEventLog | PostgresEventLog
 OpenLog = Callable[..., Awaitable[Log]]
 
 BUDGET = 10.0

@@ -17,8 +17,9 @@ import trio
 from halo_actors.core.errors import EventTooLarge, InvalidInput, StoreClosed, UnsafeSessionId
 from halo_actors.core.events import Record, SessionFrame, TextStreamed
 from halo_actors.core.log import EVERYTHING, EventFilter, MemoryEventLog, SqliteEventLog
+from halo_actors.core.log.postgres import PostgresEventLog
 
-Log = MemoryEventLog | SqliteEventLog
+Log = MemoryEventLog | SqliteEventLog | PostgresEventLog
 BUDGET = 10.0
 
 

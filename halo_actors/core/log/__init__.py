@@ -1,4 +1,8 @@
-"""The append-only event log: one protocol, two backends, catch-up subscriptions."""
+"""The append-only event log: one protocol, three backends, catch-up subscriptions.
+
+``PostgresEventLog`` lives in ``.postgres`` and is not imported here: it needs the
+``pg`` extra (psycopg), and the embedded default needs no database.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,498 @@
+"""PostgreSQL event log: one shared log for any number of processes (nodes).
+
+psycopg's async API is asyncio-only, so this backend uses its sync API in threads:
+one writer thread (group commit, as the SQLite log), one reader connection used
+through a worker thread, and one tail thread that ``LISTEN``\\s for other nodes'
+commits. See ``docs/design/postgres.md``.
+
+Invariants:
+- **read order is commit order.** A commit takes its sequence numbers from the one
+  ``log_head`` row (``UPDATE … RETURNING``), whose row lock it holds until it commits;
+  the next writer, on any node, gets the lock only after that commit is visible.
+  So the committed seqs are always a prefix ``1..head`` with no hole, and a reader
+  that reads ``seq > cursor`` can never skip a row that commits later with a lower
+  number. A rolled-back commit rolls its head update back too: no gap.
+- ``ts`` is the database's clock in ms, taken under the same lock and never below
+  the previous commit's, so it never decreases along seq whichever node wrote.
+- records reach this process's subscribers after commit, in seq order, with no gap:
+  a node's own commits are handed over by its writer; other nodes' commits are read
+  back by the tail thread after their ``NOTIFY`` (and by a poll, should a
+  notification be lost); out-of-order pieces wait in ``_held`` until the gap fills.
+  An append returns once its records are published here.
+- fencing: a tree's appends can be tied to a lease epoch (``hold``); the commit
+  then checks, in the same transaction and under a share lock on the lease row,
+  that this node still holds that epoch, and refuses the append otherwise
+  (``Fenced``, nothing stored).
+- fail-stop: when the writer's connection breaks (a commit whose outcome is unknown)
+  the writer stops and every queued and later append fails with ``StoreFailed``;
+  the process must reopen the log, which recovers from what was committed.
+- a test or a deployment names its own ``schema``; nothing outside it is touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import secrets
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import msgspec
+import psycopg
+import trio
+from psycopg import sql
+
+from ..errors import EventTooLarge, Fenced, InvalidInput, StoreClosed, StoreFailed
+from ..events import FRAME_ONLY_KINDS, Event, Record, encode_event, kind_of
+from ..ids import check_session_id, root_of
+from ..logger import get_logger
+from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
+from .filter import EVERYTHING, EventFilter
+from .pgschema import SCHEMA_NAME, create_schema, tables
+
+MAX_GROUP = 2_000
+"""Most records one commit takes; the rest wait for the next one."""
+POLL_SECONDS = 2.0
+"""How often the tail looks for other nodes' commits when no notification came."""
+TAIL_PAGE = 1_000
+RECONNECT_SECONDS = 1.0
+DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
+WRITER_OPTIONS = "-c idle_in_transaction_session_timeout=3000 -c statement_timeout=15000"
+"""A writer stalled inside its transaction (SIGSTOP, a frozen VM) holds the head row and
+lease rows locked; the server ends its session after this long so the other nodes go on
+(the stalled node's writer then finds its connection gone and stops)."""
+
+_records_decoder = msgspec.json.Decoder(list[Record])
+_RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
+"""Bytes a record adds around its event and session id (seq and ts at their widest)."""
+log = get_logger("halo_actors.log")
+
+
+def record_body(seq: int, session_id: str, ts: int, event_body: bytes) -> bytes:
+    """The stored JSON of a record, exactly as ``encode_record`` writes it (a test pins it).
+    Session ids are safe segments, so they need no escaping."""
+    return b'{"seq":%d,"sessionId":"%s","ts":%d,"event":%s}' % (
+        seq,
+        session_id.encode(),
+        ts,
+        event_body,
+    )
+
+
+@dataclass(eq=False)
+class _Pending:
+    session_id: str
+    events: tuple[Event, ...]
+    bodies: list[bytes]
+    epoch: int | None
+    records: list[Record] = field(default_factory=list)
+    done: trio.Event = field(default_factory=trio.Event)
+    error: BaseException | None = None
+
+
+class _WriterBroken(Exception):
+    """The writer's connection failed mid-commit: the outcome is unknown, so stop."""
+
+
+class PostgresEventLog(LogBase):
+    """Open with :meth:`open` (an async classmethod); close with :meth:`aclose`.
+
+    Not pipelined: seqs come from the commit, so ``append`` (which waits for it) is the
+    way in and ``append_nowait`` is refused."""
+
+    pipelined = False
+
+    def __init__(self, dsn: str, schema: str, *, max_event_bytes: int, node_id: str) -> None:
+        super().__init__(max_event_bytes=max_event_bytes)
+        self.dsn = dsn
+        self.schema = schema
+        self.node_id = node_id
+        self._sql = tables(schema)
+        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._writer_error: BaseException | None = None
+        """Why the writer stopped early; once set, appends fail at once."""
+        self._own_seq = 0
+        """The last seq this node's own commits took (``stamped_seq``)."""
+        self._gate = threading.Lock()
+        """Orders "queue an append" against "the writer failed and drained the queue"."""
+        self._held: dict[int, list[Record]] = {}
+        """Committed records waiting for a lower seq to be published first (trio thread)."""
+        self._epochs: dict[str, int] = {}
+        """Trees whose appends are fenced: root -> the lease epoch this node holds."""
+        self._fencing = False
+        self._reader: psycopg.Connection[tuple[object, ...]] | None = None
+        self._read_limiter = trio.CapacityLimiter(1)
+        self._fill_lock = trio.Lock()
+        self._stopping = threading.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        self._writer = threading.Thread(target=self._write_loop, name="halo-pg-writer")
+        self._tail = threading.Thread(target=self._tail_loop, name="halo-pg-tail")
+        self.commits = 0
+        """How many transactions the writer has committed (group-commit statistics)."""
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str = DEFAULT_DSN,
+        *,
+        schema: str = "halo",
+        max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+        node_id: str | None = None,
+    ) -> PostgresEventLog:
+        """Connect, create the schema's tables if missing, start the writer and the tail."""
+        if not SCHEMA_NAME.fullmatch(schema):
+            raise InvalidInput(f"schema name {schema[:80]!r} must match {SCHEMA_NAME.pattern}")
+        node = node_id or f"node-{secrets.token_hex(4)}"
+        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", node):
+            raise InvalidInput(f"node id {node[:80]!r} must be 1-64 of [A-Za-z0-9_.-]")
+        log = cls(dsn, schema, max_event_bytes=max_event_bytes, node_id=node)
+        last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
+        log._resume_from(last_seq, last_ts)
+        log._writer.start()
+        log._tail.start()
+        return log
+
+    def _connect(
+        self, *, autocommit: bool, options: str = ""
+    ) -> psycopg.Connection[tuple[object, ...]]:
+        return psycopg.connect(
+            self.dsn,
+            autocommit=autocommit,
+            application_name=f"halo-{self.node_id}"[:63],
+            connect_timeout=10,
+            options=options,
+        )
+
+    def _prepare(self) -> tuple[int, int]:
+        self._reader = self._connect(autocommit=True)
+        create_schema(self._reader, self.schema)
+        row = self._reader.execute(self._sql.head).fetchone()
+        assert row is not None, "create_schema inserts the head row"
+        return int(row[0]), int(row[1])  # type: ignore[call-overload]
+
+    # --- fencing -------------------------------------------------------------------------
+
+    def fence(self) -> None:
+        """From now on every append must be to a tree this node holds (``hold``)."""
+        self._fencing = True
+
+    def hold(self, root: str, epoch: int) -> None:
+        """From now on this node's appends to tree ``root`` carry ``epoch`` and commit only
+        while the lease table says this node holds that epoch. Turns fencing on."""
+        self._fencing = True
+        self._epochs[root_of(check_session_id(root))] = epoch
+
+    def release(self, root: str) -> None:
+        """Stop writing tree ``root``: its later appends are refused at once."""
+        self._epochs.pop(root, None)
+
+    # --- appending -----------------------------------------------------------------------
+
+    @property
+    def stamped_seq(self) -> int:
+        return max(self._published_seq, self._own_seq)
+
+    def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
+        raise InvalidInput("the PostgreSQL log is not pipelined (seqs come from the commit)")
+
+    async def append(self, session_id: str, *events: Event) -> list[Record]:
+        self._check_writer()
+        pending = self._validate(session_id, events)
+        with self._gate:
+            self._check_writer()
+            self._queue.put(pending)
+        with trio.CancelScope(shield=True):
+            await pending.done.wait()
+            if pending.error is not None:
+                if isinstance(pending.error, Fenced):
+                    raise pending.error
+                raise StoreFailed(f"the event log could not commit: {pending.error!r}") from None
+            await self._publish_through(pending.records[-1].seq)
+        return pending.records
+
+    def _validate(self, session_id: str, events: Sequence[Event]) -> _Pending:
+        """Check and encode on the trio thread; raises before anything is queued."""
+        self._check_open()
+        check_session_id(session_id)
+        if not events:
+            raise InvalidInput("append needs at least one event")
+        epoch: int | None = None
+        if self._fencing:
+            epoch = self._epochs.get(root_of(session_id))
+            if epoch is None:
+                raise Fenced(f"this node does not own tree {root_of(session_id)!r}")
+        bodies = []
+        for event in events:
+            if kind_of(event) in FRAME_ONLY_KINDS:
+                raise InvalidInput(f"{kind_of(event)!r} frames are never stored")
+            body = encode_event(event)
+            size = len(body) + len(session_id) + _RECORD_OVERHEAD
+            if size > self.max_event_bytes:
+                raise EventTooLarge(
+                    f"{kind_of(event)} event is {size} bytes; the cap is {self.max_event_bytes}"
+                )
+            bodies.append(body)
+        return _Pending(session_id, tuple(events), bodies, epoch)
+
+    def _check_writer(self) -> None:
+        self._check_healthy()
+        if self._writer_error is not None:
+            raise StoreFailed(f"the event log's writer stopped: {self._writer_error!r}")
+
+    def _write_loop(self) -> None:
+        """The writer thread. Whatever stops it early, no appender is left waiting."""
+        batch: list[_Pending] = []
+        try:
+            conn = self._connect(autocommit=False, options=WRITER_OPTIONS)
+        except BaseException as exc:
+            self._writer_failed(exc, batch)
+            return
+        try:
+            while (first := self._queue.get()) is not None:
+                batch = [first]
+                stop = self._take_more(batch)
+                self._commit(conn, batch)
+                self._token.run_sync_soon(self._batch_done, batch)
+                batch = []
+                if stop:
+                    break
+        except BaseException as exc:
+            self._writer_failed(exc, batch)
+        finally:
+            conn.close()
+
+    def _writer_failed(self, exc: BaseException, batch: list[_Pending]) -> None:
+        """Fail the batch in hand and everything queued; later appends fail at once."""
+        log.error("event_log_writer_stopped", schema=self.schema, exc_info=exc)
+        with self._gate:
+            self._writer_error = exc
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    batch.append(item)
+        for pending in batch:
+            pending.error = pending.error or exc
+        with contextlib.suppress(trio.RunFinishedError):  # nobody left to wake
+            self._token.run_sync_soon(self._writer_stopped, batch, exc)
+
+    def _writer_stopped(self, batch: list[_Pending], exc: BaseException) -> None:
+        """On the trio thread: the log has failed (fail-stop) before any appender wakes."""
+        self._fail_stop(exc)
+        self._batch_done(batch)
+
+    def _take_more(self, batch: list[_Pending]) -> bool:
+        """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
+        size = len(batch[0].bodies)
+        while size < MAX_GROUP:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is None:
+                return True
+            batch.append(item)
+            size += len(item.bodies)
+        return False
+
+    def _commit(self, conn: psycopg.Connection[tuple[object, ...]], batch: list[_Pending]) -> None:
+        """One transaction for the batch. A refused or failed commit fails its batch (or,
+        fenced, just the stale appends) and the writer goes on; a broken connection stops it."""
+        try:
+            with conn.transaction(), conn.cursor() as cur:
+                accepted = self._fence(cur, batch)
+                if accepted:
+                    self._insert(cur, accepted)
+        except Exception as exc:
+            if conn.closed or conn.broken:
+                raise _WriterBroken(f"connection lost while committing: {exc!r}") from exc
+            for pending in batch:
+                pending.error = pending.error or exc
+                pending.records = []
+            return
+        self.commits += 1
+
+    def _fence(
+        self, cur: psycopg.Cursor[tuple[object, ...]], batch: list[_Pending]
+    ) -> list[_Pending]:
+        """The appends whose epoch is still this node's (all of them when not fencing);
+        the lease rows stay share-locked until commit, so no takeover slips in between."""
+        roots = sorted({root_of(p.session_id) for p in batch if p.epoch is not None})
+        if not roots:
+            return batch
+        cur.execute(self._sql.leases_for_share, (roots,))
+        current = {str(root): (str(node), int(epoch)) for root, node, epoch in cur.fetchall()}  # type: ignore[call-overload]
+        accepted = []
+        for pending in batch:
+            if pending.epoch is not None:
+                root = root_of(pending.session_id)
+                if current.get(root) != (self.node_id, pending.epoch):
+                    pending.error = Fenced(
+                        f"tree {root!r}: epoch {pending.epoch} of {self.node_id} is stale"
+                    )
+                    continue
+            accepted.append(pending)
+        return accepted
+
+    def _insert(self, cur: psycopg.Cursor[tuple[object, ...]], batch: list[_Pending]) -> None:
+        count = sum(len(p.bodies) for p in batch)
+        cur.execute(self._sql.take_seqs, (count,))
+        row = cur.fetchone()
+        assert row is not None
+        last, ts = int(row[0]), int(row[1])  # type: ignore[call-overload]
+        seq = last - count
+        with cur.copy(self._sql.copy_events) as copy:
+            for pending in batch:
+                root = root_of(pending.session_id)
+                epoch = pending.epoch or 0
+                for event, event_body in zip(pending.events, pending.bodies, strict=True):
+                    seq += 1
+                    body = record_body(seq, pending.session_id, ts, event_body)
+                    kind = kind_of(event)
+                    copy.write_row((seq, pending.session_id, root, ts, kind, epoch, body))
+                    pending.records.append(
+                        Record(seq=seq, session_id=pending.session_id, ts=ts, event=event)
+                    )
+        cur.execute(self._sql.notify, (self._sql.channel, f"{self.node_id}:{last}"))
+
+    def _batch_done(self, batch: list[_Pending]) -> None:
+        """On the trio thread, in commit order: publish what committed, wake the appenders."""
+        for pending in batch:
+            if pending.error is None:
+                self._own_seq = max(self._own_seq, pending.records[-1].seq)
+                self._deliver(pending.records)
+            pending.done.set()
+
+    # --- publishing in seq order ---------------------------------------------------------
+
+    def _deliver(self, records: list[Record]) -> None:
+        """Publish a contiguous run of committed records, or hold it until the gap before it
+        fills. Records already published are dropped (the tail may re-read our own)."""
+        if not records or records[-1].seq <= self._published_seq:
+            return
+        if records[0].seq > self._published_seq + 1:
+            held = self._held.get(records[0].seq)
+            if held is None or held[-1].seq < records[-1].seq:
+                self._held[records[0].seq] = records
+            return
+        self._committed([r for r in records if r.seq > self._published_seq])
+        while self._held:
+            first = min(self._held)
+            if first > self._published_seq + 1:
+                break
+            fresh = [r for r in self._held.pop(first) if r.seq > self._published_seq]
+            if fresh:
+                self._committed(fresh)
+
+    async def _publish_through(self, seq: int) -> None:
+        """Make sure everything up to ``seq`` (committed) is published here: read any gap
+        other nodes left below it. A failed read only delays publishing to the tail."""
+        async with self._fill_lock:
+            while self._published_seq < seq and not self._closed:
+                try:
+                    page = await self.read(after_seq=self._published_seq, until_seq=seq)
+                except (StoreClosed, psycopg.Error) as exc:
+                    log.warning("event_log_gap_read_failed", schema=self.schema, error=repr(exc))
+                    return
+                if not page:
+                    return
+                self._deliver(page)
+
+    # --- the tail: other nodes' commits --------------------------------------------------
+
+    def _tail_loop(self) -> None:
+        """Follow other nodes' commits until ``aclose``; reconnect on any failure."""
+        while not self._stopping.is_set():
+            try:
+                with self._connect(autocommit=True) as conn:
+                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._sql.channel)))
+                    self._tail_follow(conn)
+            except Exception as exc:
+                if self._stopping.is_set():
+                    return
+                log.warning("event_log_tail_reconnecting", schema=self.schema, error=repr(exc))
+                self._stopping.wait(RECONNECT_SECONDS)
+
+    def _tail_follow(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
+        cursor = self._published_seq
+        self._tail_read(conn, cursor)
+        stop = f"stop:{self.node_id}"
+        while not self._stopping.is_set():
+            got = None
+            for notify in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
+                got = notify.payload
+            if got == stop:
+                return
+            if got is not None:
+                node, _, last = got.partition(":")
+                if node == self.node_id or not last.isdigit() or int(last) <= cursor:
+                    continue  # our own commit (the writer publishes it), or already read
+            cursor = self._tail_read(conn, max(cursor, self._published_seq))
+
+    def _tail_read(self, conn: psycopg.Connection[tuple[object, ...]], cursor: int) -> int:
+        """Read every committed record after ``cursor`` and hand it to the trio thread."""
+        while True:
+            bodies = [b for (b,) in conn.execute(self._sql.tail, (cursor, TAIL_PAGE))]
+            if not bodies:
+                return cursor
+            records = _records_decoder.decode(b"[" + b",".join(bodies) + b"]")  # type: ignore[arg-type]
+            cursor = records[-1].seq
+            try:
+                self._token.run_sync_soon(self._deliver, records)
+            except trio.RunFinishedError:
+                self._stopping.set()
+                return cursor
+            if len(bodies) < TAIL_PAGE:
+                return cursor
+
+    # --- reading and closing -------------------------------------------------------------
+
+    async def read(
+        self,
+        flt: EventFilter = EVERYTHING,
+        *,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        self._check_open()
+        query, params = self._sql.select(flt, after_seq, until_seq, limit)
+        reader = self._reader
+        assert reader is not None, "opened by PostgresEventLog.open"
+
+        def run() -> list[Record]:
+            bodies = [b for (b,) in reader.execute(query, params)]
+            return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")  # type: ignore[arg-type]
+
+        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+
+    async def aclose(self) -> None:
+        """Flush queued appends, stop the writer and the tail, close subscriptions."""
+        if self._closed:
+            return
+        self._close_subscriptions()
+        self._queue.put(None)
+        self._stopping.set()
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(self._writer.join)
+            await trio.to_thread.run_sync(self._stop_tail, limiter=self._read_limiter)
+            if self._reader is not None:
+                await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
+
+    def _stop_tail(self) -> None:
+        """Wake the tail thread out of its wait with a notification meant for it alone."""
+        if self._tail.ident is None:
+            return
+        deadline = time.monotonic() + 10
+        while self._tail.is_alive() and time.monotonic() < deadline:
+            if self._reader is not None and not self._reader.closed:
+                with contextlib.suppress(psycopg.Error):
+                    self._reader.execute(
+                        self._sql.notify, (self._sql.channel, f"stop:{self.node_id}")
+                    )
+            self._tail.join(0.2)
