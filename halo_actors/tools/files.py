@@ -17,10 +17,12 @@ workspace-relative string and passes one gate before anything touches the disk:
    only show what the gate would let through, so they never show ``.halo``.
 
 The operation then works on the checked realpath, never on the caller's string
-(``link/../x`` means ``x``); writes open with ``O_NOFOLLOW``, and nothing blocks on a
-FIFO (only regular files are read or written). This confines careless
-or hostile *paths*; it does not defend against another process swapping directories for
-symlinks between the check and the use.
+(``link/../x`` means ``x``), and nothing blocks on a FIFO (only regular files are read or
+written). Every open pins the file's directory and checks where it really is before
+opening the file with ``O_NOFOLLOW`` (``beneath.py``), so another process swapping a
+directory for a symlink between the check and the use (a sandboxed command racing the
+server) gets ``PathNotAccessible``, never a file outside. (``write_text`` may still
+create empty parent directories through such a swap before its open is refused.)
 
 Errors: ``PathNotAccessible`` for anything outside the rules (HTTP 403),
 ``InvalidInput`` for bad arguments, and these ``FileProblem`` subclasses::
@@ -45,6 +47,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -53,6 +56,7 @@ from typing import BinaryIO
 
 from halo_actors.core.errors import FileProblem, InvalidInput, PathNotAccessible
 
+from .beneath import open_beneath
 from .globbing import OUTSIDE, GlobParts, glob_matches, parse_glob
 from .textfiles import SNIFF_BYTES, grep_file, looks_binary, open_regular, skip_line
 
@@ -159,6 +163,24 @@ class Workspace:
         """
         return Path(self._existing_file(rel).real)
 
+    def open_for_serving(self, rel: str) -> tuple[int, str]:
+        """``resolve_for_serving``'s file, opened without a race (``beneath.py``): its
+        descriptor (the caller closes it) and its name."""
+        target = self._existing_file(rel)
+        with _os_errors(target.shown):
+            fd = self._open(target.real, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise FileProblem(f"{target.shown}: not a regular file")
+        return fd, os.path.basename(target.real)
+
+    def _open(self, real: str, flags: int) -> int:
+        """Open a checked realpath, its directory pinned and re-checked (``beneath.py``)."""
+        return open_beneath(real, flags, self._allowed)
+
+    def _allowed(self, real: str) -> bool:
+        return _within(real, self._root) and not self._is_runtime_state(real)
+
     def _check(self, rel: str) -> _Target:
         if not rel:
             raise PathNotAccessible("path is empty")
@@ -254,7 +276,7 @@ class Workspace:
     def _read(self, target: _Target, offset_line: int, max_lines: int | None) -> str:
         windowed = offset_line > 0 or max_lines is not None
         with _os_errors(target.shown):
-            f = open_regular(target.real)
+            f = open_regular(target.real, self._open)
         if f is None:
             raise FileProblem(f"{target.shown}: not a regular file")
         with _os_errors(target.shown), f:
@@ -317,7 +339,7 @@ class Workspace:
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         with _os_errors(target.shown):
             os.makedirs(os.path.dirname(target.real), exist_ok=True)
-            with os.fdopen(os.open(target.real, flags, 0o666), "wb") as f:
+            with os.fdopen(self._open(target.real, flags), "wb") as f:
                 f.write(data)
         return len(data)
 
@@ -374,7 +396,7 @@ class Workspace:
         cap = self.limits.max_grep_matches
         hits: list[str] = []
         for shown, real in self._grep_files(target, segs):
-            hits.extend(grep_file(real, shown, regex, cap + 1 - len(hits)))
+            hits.extend(grep_file(real, shown, regex, cap + 1 - len(hits), self._open))
             if len(hits) > cap:
                 return [*hits[:cap], f"… stopped after {cap} matches; narrow the search"]
         return hits

@@ -12,6 +12,7 @@ import codecs
 import os
 import re
 import stat
+from collections.abc import Callable
 from typing import BinaryIO
 
 SNIFF_BYTES = 8192
@@ -20,9 +21,13 @@ GREP_LINE_CHARS = 500
 """A grep hit shows at most this much of its line."""
 
 
-def open_regular(real: str) -> BinaryIO | None:
+Opener = Callable[[str, int], int]
+"""``os.open``-like: (path, flags) → descriptor; ``files.Workspace`` pins the directory."""
+
+
+def open_regular(real: str, opener: Opener = os.open) -> BinaryIO | None:
     """Open a regular file for reading, or None; never blocks on a FIFO or device."""
-    fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    fd = opener(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         return None
@@ -50,11 +55,13 @@ def skip_line(f: BinaryIO) -> bool:
     return True
 
 
-def grep_file(real: str, shown: str, regex: re.Pattern[str], budget: int) -> list[str]:
+def grep_file(
+    real: str, shown: str, regex: re.Pattern[str], budget: int, opener: Opener = os.open
+) -> list[str]:
     """Up to ``budget`` hits in one file; binary or unreadable files give none."""
     hits: list[str] = []
     try:
-        opened = open_regular(real)
+        opened = open_regular(real, opener)
         if opened is None:
             return hits
         with opened as f:

@@ -8,7 +8,6 @@ create a workspace's ``.halo/``.
 
 from __future__ import annotations
 
-import os
 from contextlib import AsyncExitStack
 from typing import TypeVar
 
@@ -219,16 +218,17 @@ async def serve_file(request: Request) -> Response:
     if not rel:
         raise ApiError(400, "path is required")
     workspace, _ = await _address(front, request, caller, None, None)
-    real, stat_result = await _resolve(workspace, rel, front.hidden_state)
-    return ServedFile(real, stat_result)
+    fd, name = await _open(workspace, rel, front.hidden_state)
+    return ServedFile.opened(fd, name)
 
 
-async def _resolve(workspace: str, rel: str, hidden: tuple[str, ...]) -> tuple[str, os.stat_result]:
-    def resolve() -> tuple[str, os.stat_result]:
-        real = str(Workspace(workspace, hidden=hidden).resolve_for_serving(rel))
-        return real, os.stat(real)
+async def _open(workspace: str, rel: str, hidden: tuple[str, ...]) -> tuple[int, str]:
+    """The file opened without a race against a command swapping in symlinks."""
 
-    return await trio.to_thread.run_sync(resolve)
+    def open_() -> tuple[int, str]:
+        return Workspace(workspace, hidden=hidden).open_for_serving(rel)
+
+    return await trio.to_thread.run_sync(open_)
 
 
 ROUTES = [

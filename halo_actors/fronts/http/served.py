@@ -21,8 +21,9 @@ FILE_HEADERS = {"x-content-type-options": "nosniff", "content-security-policy": 
 
 
 class ServedFile(FileResponse):
-    def __init__(self, path: str, stat_result: os.stat_result) -> None:
-        name = path.rsplit("/", 1)[-1]
+    def __init__(self, path: str, stat_result: os.stat_result, *, name: str | None = None) -> None:
+        name = name or path.rsplit("/", 1)[-1]
+        self._fd: int | None = None
         super().__init__(
             path,
             headers=FILE_HEADERS,
@@ -32,7 +33,29 @@ class ServedFile(FileResponse):
         )
         self.size = stat_result.st_size
 
+    @classmethod
+    def opened(cls, fd: int, name: str) -> ServedFile:
+        """Serve the file behind ``fd`` (already opened and checked; closed once sent).
+
+        Read through ``/proc/self/fd``: the same file, whatever is renamed or swapped
+        at its path meanwhile."""
+        try:
+            served = cls(f"/proc/self/fd/{fd}", os.fstat(fd), name=name)
+        except BaseException:
+            os.close(fd)
+            raise
+        served._fd = fd
+        return served
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = Headers(scope=scope)
         wanted = headers.get("range")
         if_range = headers.get("if-range")
