@@ -7,7 +7,9 @@ sandbox skip (one line in the run's summary) where it cannot start.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,6 +262,51 @@ async def test_a_fork_bomb_stops_at_the_process_limit(
     # The bomb may fill the limit and die between two looks, so only the bound is
     # checked: the shell's fork error above is the proof that the limit was reached.
     assert peak <= 16 + 2  # the limit, plus bubblewrap's two processes outside it
+    assert live_group_members(pgids[0]) == []
+
+
+@sandboxed
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="needs root (to become an unprivileged user) and setpriv",
+)
+async def test_an_unprivileged_server_bounds_processes_with_an_rlimit_in_the_namespace() -> None:
+    """Rule: a pids limit bounds a fork bomb: as a non-root server, RLIMIT_NPROC set
+    inside the sandbox's user namespace (counted per namespace, not per user)."""
+    with tempfile.TemporaryDirectory() as shared:  # pytest's own tmp is root-only
+        os.chmod(shared, 0o777)  # the unprivileged user works in it
+        await _nobody_spawns_forty(Path(shared))
+
+
+async def _nobody_spawns_forty(ws: Path) -> None:
+    bwrap = shutil.which("bwrap")
+    assert bwrap is not None
+    policy = SandboxPolicy(str(ws), max_processes=12)
+    nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
+    pgids: list[int] = []
+    peak = 0
+
+    async def watch() -> None:
+        nonlocal peak
+        while True:
+            if pgids:
+                peak = max(peak, len(live_group_members(pgids[0])))
+            await trio.sleep(0.02)
+
+    command = "for i in $(seq 1 40); do sleep 2 & done"  # dash gives up at its first failed fork
+    with trio.fail_after(BUDGET):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            result = await run_shell(
+                command,
+                ws,
+                ShellLimits(timeout=10, kill_grace=0.2),
+                wrap=lambda argv: [*nobody, *bwrap_argv(bwrap, policy, argv)],
+                on_spawn=pgids.append,
+            )
+            nursery.cancel_scope.cancel()
+    assert "Cannot fork" in result.output
+    assert 5 <= peak <= 12 + 1  # the limit inside, plus bubblewrap's outer process
     assert live_group_members(pgids[0]) == []
 
 
