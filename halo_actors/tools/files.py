@@ -193,7 +193,10 @@ class Workspace:
             raise PathNotAccessible(OUTSIDE)
         if self._is_runtime_state(lexical):
             raise PathNotAccessible(_HIDDEN)
-        real = os.path.realpath(lexical)
+        real = _realpath(lexical)
+        if real is None:
+            shown = os.path.relpath(lexical, self._root)
+            raise FileProblem(f"{shown}: changed while it was being checked; try again")
         if not _within(real, self._root):
             raise PathNotAccessible(OUTSIDE)
         if self._is_runtime_state(real):
@@ -423,7 +426,9 @@ class Workspace:
             return sorted((e for e in it if self._visible(e)), key=lambda e: e.name)
 
     def _visible(self, entry: os.DirEntry[str]) -> bool:
-        real = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
+        real = _realpath(entry.path) if entry.is_symlink() else entry.path
+        if real is None:  # swapped while we looked: leave it out
+            return False
         return (
             _within(real, self._root)
             and not self._is_runtime_state(entry.path)
@@ -454,6 +459,15 @@ class Workspace:
             return self._entries(dir_real)
         except OSError:
             return []
+
+
+def _realpath(path: str) -> str | None:
+    """``os.path.realpath``, or None when the path changed under it (a symlink replaced
+    by a directory between its ``lstat`` and its ``readlink`` raises ``EINVAL``)."""
+    try:
+        return os.path.realpath(path)
+    except OSError:
+        return None
 
 
 def _within(path: str, base: str) -> bool:
