@@ -123,7 +123,7 @@ def test_the_live_watch_view_fits_an_80_by_24_terminal(
     command = [sys.executable, "-m", "halo_actors", "watch", "--url", server.url]  # newest
     terminal = Tmux(command, env={"HALO_ACTORS_TOKEN": token})
     try:
-        screen = terminal.wait_for("worker1", "worker2", "worker3", "report_sent", "live")
+        screen = terminal.wait_for("worker1", "worker2", "worker3", "end_turn", "live")
         chat(server, token, root, "run sleep 3")
         busy = terminal.wait_for("in tool", "shell_exec: sleep 3")
         terminal.keys("C-c")
