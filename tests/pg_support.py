@@ -5,8 +5,9 @@ auth, database ``test``). When no server answers (or psycopg is not installed):
 - in CI (``CI=true``) or under ``make test-pg`` (``HALO_PG_REQUIRED=1``) the tests fail;
 - elsewhere they skip, and the run prints one line saying why.
 
-Every schema a run creates is named ``halo_t<run>_<n>`` and dropped (``CASCADE``)
-when the run ends, whatever happened in between.
+Every schema a run creates is named ``halo_t<run>_<n>`` (or starts so: a node's
+workspace schemas) and dropped (``CASCADE``) when the run ends, whatever happened in
+between.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ class SchemaFactory:
         from psycopg import sql
 
         with psycopg.connect(dsn(), autocommit=True, connect_timeout=10) as conn:
-            for name in self.made:
+            # A name, and the schemas named after it (a node's workspaces: <name>_w<hash>).
+            found = conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, %s)",
+                (f"{self.run}_",),
+            ).fetchall()
+            for name in sorted({*self.made, *(str(n) for (n,) in found)}):
                 conn.execute(
                     sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
                 )

@@ -56,6 +56,34 @@ async def test_serve_with_a_port_out_of_range_prints_one_line_and_exits_2(tmp_pa
     assert (code, out, err) == (2, "", "error: port 70000 is out of range (0-65535)\n")
 
 
+async def test_serve_refuses_a_store_that_is_not_postgresql_or_bad_node_options(
+    tmp_path: Path,
+) -> None:
+    """Rule: a bad --store, schema, node id or lease ttl is one line and exit 2 (nothing opened)."""
+    cases = [
+        (
+            ["--store", "sqlite:///x.db"],
+            "error: --store must be a postgresql:// URL, not 'sqlite:///x.db'",
+        ),
+        (["--node-id", "n1"], "error: --node-id needs --store (nodes share a PostgreSQL store)"),
+        (
+            ["--store", "postgresql://u@127.0.0.1:1/x", "--node-id", "a b"],
+            "error: node id 'a b' must be 1-64 of [A-Za-z0-9_.-]",
+        ),
+        (
+            ["--store", "postgresql://u@127.0.0.1:1/x", "--lease-ttl", "0.1"],
+            "error: lease ttl 0.1 must be 1 to 3600 seconds",
+        ),
+        (
+            ["--store", "postgresql://u@127.0.0.1:1/x", "--store-schema", "Bad-Name"],
+            "error: schema 'Bad-Name' must be 1-30 of [a-z0-9_], starting with a letter",
+        ),
+    ]
+    for args, line in cases:
+        code, out, err = await run("serve", "--port", "0", *args, home=tmp_path)
+        assert (code, out, error_lines(err)) == (2, "", [line]), args
+
+
 async def test_serve_refuses_a_missing_workspace_unless_asked_to_create_it(
     tmp_path: Path,
 ) -> None:

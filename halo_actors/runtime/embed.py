@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -26,6 +27,7 @@ from ..tools.files import Workspace
 from ..tools.registry import ToolRegistry
 from ..tools.sandbox import Sandbox
 from .models import ProfileModels, resolve_model
+from .ownership import ClusterStore
 from .profiles import Profiles
 from .supervisor import Supervisor, open_supervisor
 
@@ -54,6 +56,7 @@ async def open_runtime(
     synchronous: Synchronous = "NORMAL",
     access: Access = "full",
     sandbox: Sandbox | None = None,
+    cluster: ClusterStore | None = None,
 ) -> AsyncIterator[Supervisor]:
     """Run the runtime of ``workspace`` until the block exits.
 
@@ -70,6 +73,9 @@ async def open_runtime(
     the embedding program is trusted; pass ``"workspace"`` to sandbox every command
     (``docs/security.md``). ``sandbox`` configures that sandbox (default: bubblewrap,
     nothing else hidden).
+
+    ``cluster``: keep the log in PostgreSQL, shared with other nodes (``docs/deploy.md``):
+    this runtime then owns only the trees whose lease it holds (``cluster.py``).
     """
     registry = ToolRegistry(tools)
     ws = await trio.to_thread.run_sync(open_workspace, workspace)
@@ -79,13 +85,20 @@ async def open_runtime(
     default = resolve_model(model)
     models = ProfileModels(default, profiles)
     event_log: EventLog
-    if durable:
+    if cluster is not None:
+        from ..core.log.postgres import PostgresEventLog
+
+        event_log = await PostgresEventLog.open(
+            cluster.dsn, schema=cluster.workspace_schema(ws.root), node_id=cluster.node_id
+        )
+    elif durable:
         event_log = await SqliteEventLog.open(log_path(ws.root), synchronous=synchronous)
     else:
         event_log = MemoryEventLog()
     try:
-        async with open_supervisor(
+        async with _supervisor(
             event_log,
+            cluster,
             models,
             workspace=ws,
             profiles=profiles,
@@ -100,3 +113,15 @@ async def open_runtime(
             if own and hasattr(default, "aclose"):
                 await default.aclose()
         await event_log.aclose()
+
+
+def _supervisor(
+    event_log: EventLog, cluster: ClusterStore | None, model: Model, **kwargs: Any
+) -> AbstractAsyncContextManager[Supervisor]:
+    if cluster is None:
+        return open_supervisor(event_log, model, **kwargs)
+    from ..core.log.postgres import PostgresEventLog
+    from .cluster import open_node_supervisor
+
+    assert isinstance(event_log, PostgresEventLog)
+    return open_node_supervisor(event_log, cluster.lease_ttl, model=model, **kwargs)

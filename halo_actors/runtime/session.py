@@ -44,7 +44,7 @@ from ..agent.repair import (
 )
 from ..agent.turn import TurnSetup, run_turn
 from ..core.conversation import Message
-from ..core.errors import EventTooLarge, SessionUnavailable
+from ..core.errors import EventTooLarge, Fenced, SessionUnavailable
 from ..core.events import (
     AgentDone,
     AgentStarted,
@@ -275,6 +275,8 @@ class SessionActor:
         """
         try:
             await self.emit(*closing_events(self.state, why, run_ended=True))
+        except Fenced:
+            pass  # another node owns the tree now: its recovery closes the turn
         except Exception:
             self.logger.exception("closing_records_lost")
         finally:

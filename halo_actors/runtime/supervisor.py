@@ -38,6 +38,7 @@ from ..agent.model import (
 from ..core import ids
 from ..core.access import Access, weakest
 from ..core.errors import (
+    Fenced,
     InvalidInput,
     ProfileError,
     SessionNotFound,
@@ -45,13 +46,15 @@ from ..core.errors import (
     StoreFailed,
 )
 from ..core.events import (
+    CommandStarted,
     Event,
     Notified,
+    Record,
     ReportSent,
     SessionCreated,
     SessionDeleted,
 )
-from ..core.log import EventLog
+from ..core.log import EventFilter, EventLog
 from ..core.logger import get_logger
 from ..core.state import SessionState
 from ..tools.base import Delivery, Tool
@@ -60,6 +63,7 @@ from ..tools.registry import BUILTINS, ToolRegistry
 from ..tools.sandbox import Sandbox
 from .driver import RunDriver
 from .orphans import kill_orphans
+from .ownership import LOCAL, Ownership
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Delivered, Mode, SessionActor, abort_together, closing_events
@@ -102,6 +106,11 @@ class Supervisor:
         """Every tool a profile may name: the built-ins and the embedder's own."""
         self.failure: StoreFailed | None = None
         """Why the runtime stopped: its log failed (fail-stop)."""
+        self.owner: Ownership = LOCAL
+        """Which trees this runtime may write: all of them (one process), or, with a shared
+        log, only those whose lease this node holds (``ownership.py``)."""
+        self._tree_runs: dict[str, set[trio.CancelScope]] = {}
+        """The cancel scope of every run task, per tree: dropping a tree cancels them."""
         self.driver = RunDriver(
             model,
             workspace,
@@ -181,6 +190,12 @@ class Supervisor:
             and s.created_ts  # listed once its creation is logged, not while it commits
         ]
 
+    async def claim(self, session_id: str, *, create: bool = True) -> None:
+        """Make sure this runtime holds ``session_id``'s tree (loaded from the log if this
+        node just took it). With a shared log, a tree owned by another node raises
+        ``OwnedElsewhere``; ``create=False`` takes no lease for a tree that never existed."""
+        await self.owner.claim(ids.root_of(ids.check_session_id(session_id)), create=create)
+
     # --- creation -----------------------------------------------------------------
 
     async def create_session(
@@ -206,6 +221,7 @@ class Supervisor:
         shielded; a failed one unregisters), so no session exists without its record.
         """
         sid = ids.check_session_id(session_id) if session_id else ids.mint_root(namespace)
+        await self.claim(sid)
         if sid in self._actors:
             return sid
         self._profile(agent_id)
@@ -301,6 +317,7 @@ class Supervisor:
     ) -> Delivery:
         """Deliver a message: idle → it starts a run; busy → queued plus an interrupt.
         Returns (the acknowledgement) once the message is durable."""
+        await self.claim(target, create=False)
         delivered = await self._deliver(target, text, images, source, mode)
         await self.log.wait_durable(delivered.seq)
         return "started" if delivered.start_run else "queued"
@@ -377,11 +394,21 @@ class Supervisor:
         )
 
     async def _run_task(self, actor: SessionActor, compact_first: bool) -> None:
+        root = ids.root_of(actor.session_id)
+        scope = trio.CancelScope()  # dropping the tree (lease lost) cancels it
+        scopes = self._tree_runs.setdefault(root, set())
+        scopes.add(scope)
         try:
-            await self._run(actor, compact_first)
+            with scope:
+                await self._run(actor, compact_first)
+        except Fenced:
+            pass  # another node owns the tree now; the owner is dropping our copy
         except StoreFailed:
             pass  # the log failed: the watcher (open_supervisor) stops the runtime
         finally:
+            scopes.discard(scope)
+            if not scopes and self._tree_runs.get(root) is scopes:
+                del self._tree_runs[root]
             sid = actor.session_id
             self._run_tasks[sid] -= 1
             if not self._run_tasks[sid]:
@@ -398,6 +425,8 @@ class Supervisor:
         try:
             await self.driver.drive(actor, self._profile(actor.agent_id), compact_first)
             finished = True
+        except Fenced:
+            raise  # not a crash: this node lost the tree (its closing records would be refused)
         except ProfileError as exc:  # its profile file broke: the run's error frame says so
             why = str(exc)
         except Exception:
@@ -594,8 +623,26 @@ class Supervisor:
         """Rebuild every session from the log, close turns a crash left open, and start
         a run for every session with queued messages: a message that was acknowledged
         is answered, restart or not. Returns how many sessions got a run."""
+        return await self._restore(await self.log.read())
+
+    async def recover_tree(
+        self,
+        root: str,
+        *,
+        orphans: Callable[[list[CommandStarted]], Awaitable[None]] | None = None,
+    ) -> int:
+        """What :meth:`recover` does, for tree ``root`` alone (a node that just took its
+        lease). ``orphans``: given the command groups the previous owner's cut turns left,
+        instead of killing them here (they are that node's to kill, see ``ownership.py``)."""
+        return await self._restore(await self.log.read(EventFilter(tree=root)), orphans)
+
+    async def _restore(
+        self,
+        records: Iterable[Record],
+        orphans: Callable[[list[CommandStarted]], Awaitable[None]] | None = None,
+    ) -> int:
         states: dict[str, SessionState] = {}
-        for record in await self.log.read():
+        for record in records:
             states.setdefault(record.session_id, SessionState(record.session_id)).apply(record)
         waiting: list[SessionActor] = []
         for state in sorted(states.values(), key=lambda s: ids.depth(s.session_id)):
@@ -603,9 +650,15 @@ class Supervisor:
                 self._deleted.add(state.session_id)
             if state.lifecycle == "deleted" or not state.created_ts:
                 continue
+            if state.session_id in self._actors:
+                continue  # already here (a tree recovered twice: nothing to redo)
             actor = self._register(state)
             if state.turn_open or state.is_compacting:
-                killed = await self._end_orphans(state)
+                if orphans is None:
+                    killed = await self._end_orphans(state)
+                else:
+                    await orphans(list(state.commands))
+                    killed = []
                 await actor.emit(*killed, *closing_events(state, "the runtime restarted"))
             if state.mailbox and state.lifecycle != "archived":
                 waiting.append(actor)
@@ -614,6 +667,21 @@ class Supervisor:
         for actor in started:
             self._start_run(actor)
         return len(started)
+
+    async def drop_tree(self, root: str) -> None:
+        """Forget tree ``root`` here without writing anything: another node owns it now.
+        Its runs are cancelled (their commands' process groups killed on the way out,
+        their closing records refused) and waited for; then its sessions are unloaded."""
+        members = [sid for sid in self._actors if ids.root_of(sid) == root]
+        for scope in self._tree_runs.get(root, ()):
+            scope.cancel()
+        with trio.CancelScope(shield=True):
+            while any(sid in self._run_tasks for sid in members):
+                await self._changed.wait()
+        for sid in sorted(members, key=ids.depth, reverse=True):
+            self._unregister(sid)
+            self._deleted.discard(sid)
+        self._notify()
 
     async def stop_on_log_failure(self, scope: trio.CancelScope) -> None:
         """Fail-stop: once the log fails, nothing more can be made durable, and the
@@ -645,8 +713,11 @@ async def open_supervisor(
     tools: ToolRegistry | Iterable[Tool] = BUILTINS,
     access: Access = "full",
     sandbox: Sandbox | None = None,
+    recover: bool = True,
 ) -> AsyncIterator[Supervisor]:
     """Run a supervisor; leaving the block cancels every run (turns close on restart).
+    ``recover=False``: load nothing now (a node sharing its log loads a tree when it
+    takes its lease, ``Supervisor.recover_tree``).
     ``tools``: custom tools beside the built-ins; every profile must name only tools
     that exist (else ``ProfileError``). If the log fails (fail-stop), the block is
     cancelled and this raises the log's ``StoreFailed`` once every task has ended."""
@@ -665,7 +736,8 @@ async def open_supervisor(
             sandbox=sandbox,
         )
         nursery.start_soon(supervisor.stop_on_log_failure, nursery.cancel_scope)
-        await supervisor.recover()
+        if recover:
+            await supervisor.recover()
         try:
             yield supervisor
         except StoreFailed:

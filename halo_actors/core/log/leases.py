@@ -26,6 +26,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import NamedTuple
 
 import psycopg
 import trio
@@ -40,6 +41,13 @@ DEFAULT_TTL = 10.0
 
 log = get_logger("halo_actors.leases")
 
+
+class Taken(NamedTuple):
+    epoch: int
+    before: str | None
+    """The node that held the lease before (None: the tree had none)."""
+
+
 Conn = psycopg.Connection[tuple[object, ...]]
 
 
@@ -48,12 +56,17 @@ class _Statements:
         t = sql.Identifier(schema, "leases")
         ttl = sql.SQL("clock_timestamp() + make_interval(secs => %(ttl)s)")
         self.acquire = sql.SQL(
-            "INSERT INTO {t} AS l (root, node, epoch, expires_at)"
+            "WITH before AS (SELECT node FROM {t} WHERE root = %(root)s)"
+            " INSERT INTO {t} AS l (root, node, epoch, expires_at)"
             " VALUES (%(root)s, %(node)s, 1, {ttl})"
             " ON CONFLICT (root) DO UPDATE SET node = excluded.node, epoch = l.epoch + 1,"
             " expires_at = excluded.expires_at WHERE l.expires_at < clock_timestamp()"
-            " RETURNING epoch"
+            " RETURNING epoch, (SELECT node FROM before)"
         ).format(t=t, ttl=ttl)
+        self.give_up_node = sql.SQL(
+            "UPDATE {t} SET expires_at = '-infinity' WHERE node = %(node)s"
+            " AND expires_at > '-infinity' RETURNING root"
+        ).format(t=t)
         self.renew = sql.SQL(
             "UPDATE {t} SET expires_at = {ttl}"
             " WHERE node = %(node)s AND root = ANY(%(roots)s) AND expires_at >= clock_timestamp()"
@@ -139,21 +152,42 @@ class TreeLeases:
 
     async def acquire(self, root: str) -> bool:
         """Own ``root`` if its lease is free (or already ours); True when this node owns it."""
+        if root in self.held:
+            return True
+        return await self.take(root) is not None
+
+    async def take(self, root: str) -> Taken | None:
+        """Take ``root``'s lease if it is free: the new epoch and the node that held it
+        before (None for a new tree); None when it is held (here or elsewhere)."""
         check_session_id(root)
         if not is_root(root):
             raise ValueError(f"leases are per tree: {root!r} is not a root")
         if root in self.held:
-            return True
+            return None
         rows = await self._run(
             self._sql.acquire, {"root": root, "node": self.node_id, "ttl": self.ttl}
         )
         if not rows:
-            return False
+            return None
         epoch = int(rows[0][0])  # type: ignore[call-overload]
+        before = None if rows[0][1] is None else str(rows[0][1])
         self.held[root] = epoch
         self.log.hold(root, epoch)
-        log.info("lease_acquired", root=root, epoch=epoch, node=self.node_id)
-        return True
+        log.info("lease_acquired", root=root, epoch=epoch, node=self.node_id, before=before)
+        return Taken(epoch, before)
+
+    async def give_up_stale(self) -> list[str]:
+        """Expire every lease the table says this node holds that this process did not take:
+        a node id names one process, so these were left by its previous life (a crash).
+        Call at start, before taking any; the trees are free to take again at once."""
+        rows = await self._run(self._sql.give_up_node, {"node": self.node_id})
+        return [str(root) for (root,) in rows]
+
+    def forget(self, root: str, epoch: int) -> None:
+        """A commit under ``epoch`` was refused (fenced): if that is still the epoch held
+        here, the lease is lost (``on_lost``)."""
+        if self.held.get(root) == epoch:
+            self._lose(root)
 
     async def owner(self, root: str) -> tuple[str, int, bool] | None:
         """``(node, epoch, live)`` of ``root``'s lease, or None if it never had one."""

@@ -37,7 +37,7 @@ import re
 import secrets
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import msgspec
@@ -123,6 +123,9 @@ class PostgresEventLog(LogBase):
         self._epochs: dict[str, int] = {}
         """Trees whose appends are fenced: root -> the lease epoch this node holds."""
         self._fencing = False
+        self.on_fenced: Callable[[str, int], None] | None = None
+        """Called on the trio thread with (root, epoch) when a commit refused an append
+        whose epoch is stale (``TreeLeases`` then drops the lease)."""
         self._reader: psycopg.Connection[tuple[object, ...]] | None = None
         self._read_limiter = trio.CapacityLimiter(1)
         self._fill_lock = trio.Lock()
@@ -366,6 +369,8 @@ class PostgresEventLog(LogBase):
             if pending.error is None:
                 self._own_seq = max(self._own_seq, pending.records[-1].seq)
                 self._deliver(pending.records)
+            elif isinstance(pending.error, Fenced) and pending.epoch and self.on_fenced:
+                self.on_fenced(root_of(pending.session_id), pending.epoch)
             pending.done.set()
 
     # --- publishing in seq order ---------------------------------------------------------

@@ -26,6 +26,7 @@ from ...agent.model import Model
 from ...core.errors import HaloError
 from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
 from ...core.logger import get_logger
+from ...runtime.ownership import ClusterStore
 from ...tools.base import Tool
 from ...tools.files import HALO_DIR
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
@@ -70,6 +71,9 @@ class FrontSettings:
     open streams end, within this (plus one read of the file)."""
     limits: TokenLimits = field(default_factory=TokenLimits)
     """Per-token limits: open streams, mints and chats per minute, history pages."""
+    cluster: ClusterStore | None = None
+    """Keep every workspace's log in this PostgreSQL database, shared with other nodes
+    (``docs/deploy.md``); None: each workspace's SQLite file under ``.halo/``."""
 
 
 @dataclass

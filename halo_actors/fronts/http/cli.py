@@ -16,6 +16,7 @@ import socket
 import sys
 
 from ...core.errors import InvalidInput
+from ...runtime.ownership import ClusterStore, default_node_id
 from .tokens import ACCESS_LEVELS, HOME_ENV, TokenStore
 
 STATE_HELP = f"directory of the token file (default: ${HOME_ENV}, else ~/.halo_actors)"
@@ -55,6 +56,29 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--keepalive", type=float, default=15.0, help="SSE keepalive seconds (default: %(default)s)"
     )
     serve.add_argument("--model", metavar="SPEC", help=MODEL_HELP)
+    serve.add_argument(
+        "--store",
+        metavar="DSN",
+        help="keep the event logs in this PostgreSQL database (postgresql://...), shared by "
+        "every node serving it (docs/deploy.md); default: each workspace's SQLite file",
+    )
+    serve.add_argument(
+        "--store-schema",
+        default="halo",
+        help="the deployment's schema prefix in --store (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--node-id",
+        help="this node's name, unique per process and stable across its restarts "
+        "(default: <host>-<port>)",
+    )
+    serve.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=10.0,
+        help="seconds a node owns a tree without renewing; another node takes the trees "
+        "of a dead node after this (default: %(default)s)",
+    )
 
     token = commands.add_parser("token", help="create, list or revoke access tokens")
     actions = token.add_subparsers(dest="token_command", required=True)
@@ -157,7 +181,13 @@ def _serve(args: argparse.Namespace) -> int:
         model = resolve_model(spec) if spec else None
     except InvalidInput as exc:
         return _fail(str(exc))
-    settings = FrontSettings(tokens=TokenStore(args.state), keepalive=args.keepalive, model=model)
+    try:
+        cluster = _cluster(args)
+    except InvalidInput as exc:
+        return _fail(str(exc))
+    settings = FrontSettings(
+        tokens=TokenStore(args.state), keepalive=args.keepalive, model=model, cluster=cluster
+    )
     if not settings.tokens.load():
         print(
             "warning: no tokens yet; create one with "
@@ -178,6 +208,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     if spec:
         print(f"model: {spec}", file=sys.stderr)
+    if cluster is not None:
+        print(
+            f"store: PostgreSQL, schema {cluster.schema}, node {cluster.node_id}", file=sys.stderr
+        )
     try:
         trio.run(main)
     except (OSError, BaseExceptionGroup) as exc:
@@ -186,6 +220,22 @@ def _serve(args: argparse.Namespace) -> int:
             raise
         return _fail(problem)
     return 0
+
+
+def _cluster(args: argparse.Namespace) -> ClusterStore | None:
+    """The shared store of ``--store``, or None (SQLite); a bad option is ``InvalidInput``."""
+    if args.store is None:
+        if args.node_id is not None:
+            raise InvalidInput("--node-id needs --store (nodes share a PostgreSQL store)")
+        return None
+    if not args.store.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput(f"--store must be a postgresql:// URL, not {args.store[:40]!r}")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        raise InvalidInput("--store needs psycopg: pip install 'halo_actors[pg]'") from None
+    node = args.node_id or default_node_id(args.port)
+    return ClusterStore(args.store, args.store_schema, node, args.lease_ttl)
 
 
 def _fail(message: str) -> int:

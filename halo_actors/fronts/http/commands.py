@@ -86,6 +86,7 @@ async def command_stream(
             target = check_session_id(caller, command.arg)
             front.active.set(workspace, caller, target)
             frames = [switch_frame(0, target)]
+            await sup.claim(target, create=False)
             if not sup.exists(target):
                 note = f"session {target} does not exist yet: your next message starts it\n"
                 frames.append(text_frame(0, note))

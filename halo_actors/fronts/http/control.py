@@ -33,6 +33,8 @@ async def interrupt(request: Request) -> Response:
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is not None:
+        await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
         return _json({"interrupted": False})
     return _json({"interrupted": await sup.interrupt_turn(session_id, body.mode)})
@@ -46,6 +48,8 @@ async def archive(request: Request) -> Response:
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is not None:
+        await sup.claim(session_id, create=False)
     if sup is None or not sup.is_live(session_id):
         return _json({"archived": False})
     await sup.archive(session_id)

@@ -87,6 +87,7 @@ async def chat(request: Request) -> Response:
     sup = await front.runtimes.get(workspace)
     assert sup is not None
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    await sup.claim(session_id)
     command = parse_command(body.message)
     if command is not None:
         plan = await command_stream(front, caller, sup, workspace, session_id, command)
@@ -155,6 +156,8 @@ async def stop(request: Request) -> Response:
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is not None:
+        await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
         return _json({"stopped": False})
     return _json({"stopped": await sup.stop(session_id)})
@@ -172,6 +175,8 @@ async def history(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is not None:
+        await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)
@@ -198,6 +203,8 @@ async def subscribe(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
+    if sup is not None:
+        await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)

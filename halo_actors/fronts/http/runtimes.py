@@ -9,7 +9,8 @@ Invariants:
 - at most one runtime per workspace: callers name a workspace by its realpath
   (tokens store realpaths, overrides are resolved); opens are serialised by one lock;
 - ``get(..., create=False)`` never creates ``.halo/``: a workspace without an event
-  log answers ``None`` (read routes treat it as "no sessions");
+  log answers ``None`` (read routes treat it as "no sessions"); with a shared
+  PostgreSQL store (``cluster``) there is no ``.halo/`` and the runtime opens;
 - every runtime's task lives in the nursery handed to the constructor;
 - a workspace that cannot hold runtime state (``/proc``, ``/sys``, a read-only
   directory: creating ``.halo/`` fails) is a 400 naming the reason, never a 500;
@@ -30,6 +31,7 @@ from ...agent.model import Model
 from ...core.errors import StoreFailed
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
+from ...runtime.ownership import ClusterStore
 from ...runtime.supervisor import Supervisor
 from ...tools.base import Tool
 from ...tools.files import HALO_DIR
@@ -47,8 +49,10 @@ class Runtimes:
         model: Model | str | None = None,
         hidden: Callable[[], Iterable[str]] = tuple,
         tools: tuple[Tool, ...] = (),
+        cluster: ClusterStore | None = None,
     ) -> None:
         self._nursery = nursery
+        self._cluster = cluster
         self._model = model
         self._tools = tools
         self.sandbox = Sandbox(hidden=lambda: (*hidden(), *self._state_dirs()))
@@ -72,7 +76,8 @@ class Runtimes:
         found = self._open.get(key)
         if found is not None:
             return found
-        if not create and not await trio.to_thread.run_sync(log_path(key).exists):
+        local = self._cluster is None  # a shared store has no .halo/ to look for
+        if not create and local and not await trio.to_thread.run_sync(log_path(key).exists):
             return None
         async with self._lock:
             if key not in self._open:
@@ -100,6 +105,7 @@ class Runtimes:
                 access="workspace",
                 sandbox=self.sandbox,
                 tools=self._tools,
+                cluster=self._cluster,
             ) as supervisor:
                 log.info("runtime_opened", workspace=workspace)
                 task_status.started(supervisor)

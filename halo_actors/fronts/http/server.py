@@ -99,6 +99,7 @@ async def open_server(
             model=settings.model,
             hidden=lambda: front.hidden_paths(),
             tools=settings.tools,
+            cluster=settings.cluster,
         )
         front = Front(settings, runtimes)
         try:

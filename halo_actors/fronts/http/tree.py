@@ -81,6 +81,8 @@ async def _target(front: Front, query: Mapping[str, str], headers: Mapping[str, 
         raise ApiError(400, "sessionId is required: the tree of which session?")
     root = ids.root_of(check_session_id(caller, explicit))
     sup = await front.runtimes.get(workspace, create=False)
+    if sup is not None:
+        await sup.claim(root, create=False)
     if sup is None or not sup.exists(root):
         raise ApiError(404, SESSION_NOT_FOUND)
     return TreeTarget(caller, sup, root, after)

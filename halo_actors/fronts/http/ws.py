@@ -54,6 +54,8 @@ async def push(websocket: WebSocket) -> None:
     try:
         caller, workspace, session_id, after = await _target(front, websocket)
         sup = await front.runtimes.get(workspace)
+        assert sup is not None
+        await sup.claim(session_id, create=False)
         ticket = front.open_stream(caller)
     except (ApiError, HaloError) as exc:
         await websocket.send_denial_response(error_response(exc))

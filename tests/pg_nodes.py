@@ -1,0 +1,180 @@
+"""Real nodes for tests: ``python -m halo_actors serve --store postgresql://…`` subprocesses.
+
+Every node of one :class:`Cluster` shares the test's PostgreSQL schema prefix, one
+workspace directory and one token state directory (all on this machine, on loopback).
+A test may SIGKILL, SIGSTOP and SIGCONT a node, and restart it under the same node id;
+:meth:`Cluster.close` ends (and reaps) every node it started, whatever state it is in.
+The log is read straight from the database (``records``) to check what was written
+under which lease epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from served import START_BUDGET, STOP_GRACE, free_port
+
+from halo_actors.fronts.http.tokens import TokenStore
+from halo_actors.runtime.ownership import ClusterStore
+
+
+@dataclass
+class StoredRecord:
+    seq: int
+    session_id: str
+    epoch: int
+    kind: str
+    event: dict[str, object]
+
+
+@dataclass
+class Node:
+    cluster: Cluster
+    node_id: str
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    stopped: bool = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        assert self.process is None, "already running"
+        c = self.cluster
+        command = [
+            sys.executable,
+            "-m",
+            "halo_actors",
+            "serve",
+            "--port",
+            str(self.port),
+            "--state",
+            str(c.state),
+            "--workspace",
+            str(c.workspace),
+            "--store",
+            c.dsn,
+            "--store-schema",
+            c.schema,
+            "--node-id",
+            self.node_id,
+            "--lease-ttl",
+            str(c.ttl),
+            "--keepalive",
+            "5",
+        ]
+        with open(c.tmp / f"{self.node_id}.log", "a") as log:
+            self.process = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + START_BUDGET
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # serve prints one line once it listens
+        assert "listening on" in line, f"node {self.node_id} did not start: {line!r}"
+        assert time.monotonic() < deadline
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+        self.stopped = signum == signal.SIGSTOP
+
+    def kill(self) -> None:
+        """SIGKILL the node's process alone (its commands' groups are left running)."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        process.kill()
+        process.wait()
+        self._close(process)
+
+    def stop(self) -> None:
+        """SIGTERM (a clean shutdown: its leases given up), SIGKILL after a grace."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if self.stopped:
+            process.send_signal(signal.SIGCONT)
+            self.stopped = False
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(STOP_GRACE)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        self._close(process)
+
+    @staticmethod
+    def _close(process: subprocess.Popen[str]) -> None:
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+@dataclass
+class Cluster:
+    tmp: Path
+    dsn: str
+    schema: str
+    ttl: float = 2.0
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def workspace(self) -> Path:
+        return self.tmp / "ws"
+
+    @property
+    def state(self) -> Path:
+        return self.tmp / "state"
+
+    def node(self, node_id: str) -> Node:
+        node = Node(self, node_id)
+        self.nodes.append(node)
+        return node
+
+    def token(self, access: str = "full", account: str = "alice") -> str:
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        return TokenStore(self.state).create(account, access, self.workspace)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    @property
+    def log_schema(self) -> str:
+        store = ClusterStore(self.dsn, self.schema)
+        return store.workspace_schema(os.path.realpath(self.workspace))
+
+    def records(self, root: str | None = None) -> list[StoredRecord]:
+        """The workspace log's records (of tree ``root``, or all), read from the database."""
+        where = sql.SQL("WHERE root = %s") if root is not None else sql.SQL("")
+        query = sql.SQL("SELECT seq, session_id, epoch, kind, body FROM {} {} ORDER BY seq").format(
+            sql.Identifier(self.log_schema, "events"), where
+        )
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            rows = conn.execute(query, (root,) if root is not None else ()).fetchall()
+        return [
+            StoredRecord(int(s), str(sid), int(e), str(k), json.loads(bytes(b))["event"])
+            for s, sid, e, k, b in rows
+        ]
+
+    def lease(self, root: str) -> tuple[str, int] | None:
+        """(node, epoch) of ``root``'s lease row, or None."""
+        query = sql.SQL("SELECT node, epoch FROM {} WHERE root = %s").format(
+            sql.Identifier(self.log_schema, "leases")
+        )
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(query, (root,)).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]))
