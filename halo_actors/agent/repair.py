@@ -11,7 +11,14 @@ the model API rejected as malformed:
 
 from __future__ import annotations
 
-from ..core.conversation import Block, Message, TextBlock, ToolResultBlock, ToolUseBlock
+from ..core.conversation import (
+    Block,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    message_chars,
+)
 
 INTERRUPTED_RESULT = (
     "[interrupted] This call was cut short before it finished; its effects may be "
@@ -80,15 +87,27 @@ class RepairCache:
     assistant message with tool calls to the message after it: a prefix that needed
     no repair and does not end on such a message stays valid while nothing in it
     changes. The caller says where the conversation was last edited in place.
+
+    It also keeps the size of the last view (``message_chars`` summed) from the size of
+    the conversation the caller keeps up to date: only a repaired tail is counted, so
+    measuring a request is O(1) in the conversation's length, not a re-count of it.
     """
 
-    __slots__ = ("_valid",)
+    __slots__ = ("_last", "_last_chars", "_valid")
 
     def __init__(self) -> None:
         self._valid = 0
         """Leading messages known to need no repair."""
+        self._last: tuple[Message, ...] | None = None
+        """The view :meth:`view` returned last (compared by identity)."""
+        self._last_chars = 0
+        """Its size: ``sum(map(message_chars, self._last))``."""
 
-    def view(self, messages: list[Message], edited_from: int) -> tuple[Message, ...]:
+    def view(
+        self, messages: list[Message], edited_from: int, chars: int | None = None
+    ) -> tuple[Message, ...]:
+        """``tuple(repair(messages))``; ``chars``, when given, is the size of ``messages``
+        (``message_chars`` summed), from which :meth:`chars_of` answers for this view."""
         keep = min(self._valid, edited_from, len(messages))
         while keep and messages[keep - 1].role == "assistant" and messages[keep - 1].tool_uses():
             keep -= 1  # its results are in the tail: re-check the call with them
@@ -96,8 +115,20 @@ class RepairCache:
         fixed = repair(tail)
         if len(fixed) != len(tail) or any(a is not b for a, b in zip(fixed, tail, strict=True)):
             self._valid = keep
-            return (*messages[:keep], *fixed)
-        last = messages[-1] if messages else None
-        open_calls = last is not None and last.role == "assistant" and bool(last.tool_uses())
-        self._valid = len(messages) - 1 if open_calls else len(messages)
-        return tuple(messages)
+            view = (*messages[:keep], *fixed)
+            if chars is not None:
+                chars += sum(map(message_chars, fixed)) - sum(map(message_chars, tail))
+        else:
+            last = messages[-1] if messages else None
+            open_calls = last is not None and last.role == "assistant" and bool(last.tool_uses())
+            self._valid = len(messages) - 1 if open_calls else len(messages)
+            view = tuple(messages)
+        self._last, self._last_chars = (view, chars) if chars is not None else (None, 0)
+        return view
+
+    def chars_of(self, view: tuple[Message, ...]) -> int:
+        """The size of ``view`` (``message_chars`` summed): O(1) for the last view made with
+        its size known, counted otherwise."""
+        if view is self._last:
+            return self._last_chars
+        return sum(map(message_chars, view))

@@ -29,7 +29,15 @@ from typing import Protocol
 import msgspec
 import trio
 
-from ..core.conversation import Block, Message, TextBlock, ThinkingBlock, ToolUseBlock
+from ..core.conversation import (
+    CHARS_PER_TOKEN,
+    Block,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+    message_chars,
+)
 from ..core.events import (
     AssistantReplied,
     ContextMeasured,
@@ -56,7 +64,6 @@ from .model import (
     TextDelta,
     ThinkingDelta,
     ToolUse,
-    estimate_tokens,
     open_stream,
 )
 from .repair import (
@@ -87,6 +94,11 @@ class TurnHost(Protocol):
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
         """The conversation as a model sees it: repaired (every call has one result).
         ``afresh``: repair the whole history again, trusting nothing cached."""
+        ...
+
+    def model_chars(self, messages: tuple[Message, ...]) -> int:
+        """The size of ``messages`` in a model request (``message_chars`` summed, what
+        ``estimate_tokens`` counts); O(1) for the tuple ``model_messages`` returned last."""
         ...
 
     async def at_batch_boundary(self) -> bool:
@@ -268,19 +280,26 @@ async def _log_reply(
         cache_write_tokens=stop.cache_write_tokens,
     )
     replied = AssistantReplied(content=tuple(blocks), stop_reason=stop.reason)
-    await host.emit(replied, *calls, usage, _measure(setup, request, replied, stop))
+    await host.emit(replied, *calls, usage, _measure(host, setup, request, replied, stop))
 
 
 def _measure(
-    setup: TurnSetup, request: ModelRequest, replied: AssistantReplied, stop: Stop
+    host: TurnHost,
+    setup: TurnSetup,
+    request: ModelRequest,
+    replied: AssistantReplied,
+    stop: Stop,
 ) -> ContextMeasured:
     """The context after this response: the model's own count when it reported usage,
-    else the estimate of the request plus the reply."""
+    else the estimate of the request plus the reply (``estimate_tokens`` of both, from
+    the request's size the host keeps: O(1) in the conversation's length)."""
     if stop.context_tokens:
         return ContextMeasured(tokens=stop.context_tokens, max_tokens=setup.context_window)
     reply = Message(role="assistant", content=replied.content)
-    tokens = estimate_tokens((*request.messages, reply))
-    return ContextMeasured(tokens=tokens, max_tokens=setup.context_window, estimated=True)
+    chars = host.model_chars(request.messages) + message_chars(reply)
+    return ContextMeasured(
+        tokens=chars // CHARS_PER_TOKEN, max_tokens=setup.context_window, estimated=True
+    )
 
 
 async def _answer_not_run(host: TurnHost, uses: list[ToolUse]) -> None:

@@ -43,7 +43,7 @@ from ..agent.repair import (
     unanswered,
 )
 from ..agent.turn import TurnSetup, run_turn
-from ..core.conversation import Message
+from ..core.conversation import Message, message_chars
 from ..core.errors import EventTooLarge, Fenced, SessionUnavailable
 from ..core.events import (
     AgentDone,
@@ -198,7 +198,15 @@ class SessionActor:
         edited, state.first_edit = state.first_edit, None
         if self._repair is None or afresh:
             self._repair = RepairCache()
-        return self._repair.view(state.messages, len(state.messages) if edited is None else edited)
+        edited_from = len(state.messages) if edited is None else edited
+        return self._repair.view(state.messages, edited_from, state.context_chars)
+
+    def model_chars(self, messages: tuple[Message, ...]) -> int:
+        """The size of ``messages`` in a model request (``message_chars`` summed): O(1) for
+        the view :meth:`model_messages` returned last, counted for anything else."""
+        if self._repair is not None:
+            return self._repair.chars_of(messages)
+        return sum(map(message_chars, messages))
 
     @property
     def stopping(self) -> bool:
@@ -552,6 +560,9 @@ class _Host:
 
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
         return self._actor.model_messages(afresh=afresh)
+
+    def model_chars(self, messages: tuple[Message, ...]) -> int:
+        return self._actor.model_chars(messages)
 
     async def at_batch_boundary(self) -> bool:
         return await self._at_boundary()

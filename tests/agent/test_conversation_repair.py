@@ -19,6 +19,7 @@ from halo_actors.core.conversation import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    message_chars,
     user_text,
 )
 
@@ -162,4 +163,29 @@ def test_the_repair_cache_always_gives_what_a_full_repair_gives(
             index = data.draw(st.integers(0, len(grown) - 1))
             grown[index] = Message(role="user", content=(TextBlock(text="edited"),))
             edited_from = min(edited_from, index)
-        assert cache.view(grown, edited_from) == tuple(repair(grown))
+        chars = sum(map(message_chars, grown))
+        view = cache.view(grown, edited_from, chars)
+        assert view == tuple(repair(grown))
+        assert cache.chars_of(view) == sum(map(message_chars, repair(grown)))
+
+
+@settings(max_examples=200)
+@given(conversations(), st.lists(st.integers(0, 40), max_size=8))
+def test_the_repair_cache_knows_the_size_of_its_last_view_only(
+    whole: list[Message], cuts: list[int]
+) -> None:
+    """The size a request is measured by (``ContextMeasured``'s estimate) is the size of the
+    view the model got: kept from the caller's running size for the last view, counted for
+    any other tuple (an earlier view, a copy), never taken from a stale figure."""
+    cache = RepairCache()
+    grown: list[Message] = []
+    views: list[tuple[Message, ...]] = []
+    for cut in [*sorted(cuts), len(whole)]:
+        edited_from = len(grown)
+        grown.extend(whole[len(grown) : max(cut, len(grown))])
+        views.append(cache.view(grown, edited_from, sum(map(message_chars, grown))))
+    for view in views:
+        assert cache.chars_of(view) == sum(map(message_chars, view))
+    assert cache.chars_of(tuple(views[-1])) == sum(map(message_chars, views[-1]))
+    cache.view(grown, len(grown))  # a view made without the size known
+    assert cache.chars_of(views[-1]) == sum(map(message_chars, views[-1]))

@@ -3,12 +3,15 @@ ScriptedModel: no usage comes back, so the runtime's estimate is the measure."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
 from pathlib import Path
 
 import trio
-from runtime_harness import ANSWER_ANYTHING, BUDGET, Rule, Step, profiles_with, running
+from runtime_harness import ANSWER_ANYTHING, BUDGET, Rule, Step, call, profiles_with, running
 
-from halo_actors.agent.model import estimate_tokens
+from halo_actors.agent.model import ModelEvent, ModelRequest, estimate_tokens
+from halo_actors.agent.scripted import Script, ScriptedModel
+from halo_actors.core.conversation import Message
 from halo_actors.core.events import (
     AssistantReplied,
     Compacted,
@@ -80,3 +83,56 @@ async def test_a_turn_that_cannot_fit_the_window_ends_with_an_error(
         compactions = await rt.events(sid, Compacted)
     assert len(errors) == 1 and "over the context window (100)" in errors[0].error
     assert replies == [] and compactions == []
+
+
+class RecordingModel(ScriptedModel):
+    """The ScriptedModel, keeping every turn request it was sent (compactions aside)."""
+
+    def __init__(self, script: Script) -> None:
+        super().__init__({"default": script})
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        if request.purpose != "compact":
+            self.requests.append(request)
+        async for item in super().stream(request):
+            yield item
+
+
+async def test_the_estimate_is_the_request_the_model_got_plus_its_reply(
+    autojump_clock: trio.testing.MockClock, tmp_path: Path
+) -> None:
+    """Rule: ``ContextMeasured`` (from the estimate) is the size of the request the model
+    got plus its reply, by ``estimate_tokens``, after every response of a long session:
+    replies that repair drops (an empty one), tool batches whose results join one
+    message, a compaction in the middle — the measure is kept, never re-counted, and
+    must stay exactly the count."""
+    script = Script(
+        rules=(
+            Rule(match="^empty", steps=(Step(text=""),)),
+            Rule(
+                match="^tools",
+                steps=(Step(calls=(call("continue_task"), call("continue_task"))), Step(text="t")),
+            ),
+            Rule(steps=(Step(text="ok " * 20),)),
+        )
+    )
+    model = RecordingModel(script)
+    profiles = profiles_with(max_tokens=100_000, compress_at=2_000)
+    async with running(tmp_path, profiles=profiles, model=model) as rt:
+        with trio.fail_after(BUDGET):
+            sid = await rt.sup.create_session()
+            for i in range(40):
+                await rt.sup.send(sid, ("empty", "tools", "hello " * 30)[i % 3])
+                await rt.sup.wait_idle(sid)
+        records = await rt.records(sid)
+        await rt.assert_replay_matches(sid)
+    replies = [r.event for r in records if isinstance(r.event, AssistantReplied)]
+    measured = [r.event for r in records if isinstance(r.event, ContextMeasured)]
+    assert any(isinstance(r.event, Compacted) for r in records)  # the size was reset once
+    assert any(not r.content for r in replies)  # an empty reply: repair drops it
+    assert len(replies) == len(measured) == len(model.requests) > 40
+    for request, reply, measure in zip(model.requests, replies, measured, strict=True):
+        answer = Message(role="assistant", content=reply.content)
+        assert measure.estimated
+        assert measure.tokens == estimate_tokens((*request.messages, answer))
