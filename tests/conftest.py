@@ -35,9 +35,18 @@ OpenEventLog = Callable[..., Awaitable[AnyEventLog]]
 """``await open_event_log(max_event_bytes=…)``: a fresh, empty log of the backend under test."""
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.pg)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "sqlite",
+        pytest.param("postgres", marks=pytest.mark.pg),
+        pytest.param("postgres-shared", marks=pytest.mark.pg),
+    ]
+)
 def log_backend(request: pytest.FixtureRequest) -> str:
-    """The backend under test; a test that uses a log fixture runs once per backend."""
+    """The backend under test; a test that uses a log fixture runs once per backend.
+    ``postgres`` is a single-writer (pipelined) log, ``postgres-shared`` one that several
+    nodes may write (seqs from the commit, not pipelined)."""
     backend: str = request.param
     return backend
 
@@ -48,7 +57,8 @@ async def open_event_log(
 ) -> AsyncIterator[OpenEventLog]:
     """A factory of fresh logs (each SQLite one in its own file, each PostgreSQL one in
     its own schema); all closed after the test."""
-    schemas = request.getfixturevalue("pg_schemas") if log_backend == "postgres" else None
+    pg = log_backend.startswith("postgres")
+    schemas = request.getfixturevalue("pg_schemas") if pg else None
     opened: list[AnyEventLog] = []
 
     async def open_(*, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> AnyEventLog:
@@ -57,7 +67,10 @@ async def open_event_log(
             log = MemoryEventLog(max_event_bytes=max_event_bytes)
         elif schemas is not None:
             log = await PostgresEventLog.open(
-                pg_support.dsn(), schema=schemas.new(), max_event_bytes=max_event_bytes
+                pg_support.dsn(),
+                schema=schemas.new(),
+                max_event_bytes=max_event_bytes,
+                single_writer=log_backend == "postgres",
             )
         else:
             path = tmp_path / f"log{len(opened)}" / ".halo" / "events.db"

@@ -11,6 +11,9 @@ Tables:
 - ``log_head``: one row, the last seq handed out and the last ts; its row lock is
   what orders commits (see ``postgres.py``).
 - ``leases``: which node owns which tree, under which epoch, until when.
+
+A writer's connection holds a session-level advisory lock keyed on the schema
+(``writer_lock``): exclusive for a single-writer log, shared for shared-mode nodes.
 """
 
 from __future__ import annotations
@@ -82,10 +85,13 @@ class Statements:
     channel: str
     head: sql.Composed
     take_seqs: sql.Composed
+    advance_head: sql.Composed
     copy_events: sql.Composed
     notify: sql.SQL
     leases_for_share: sql.Composed
     tail: sql.Composed
+    writer_lock: sql.SQL
+    writer_lock_shared: sql.SQL
 
     def select(
         self, flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
@@ -128,12 +134,19 @@ def tables(schema: str) -> Statements:
             "UPDATE {}.log_head SET last_seq = last_seq + %s,"
             f" last_ts = GREATEST(last_ts, {NOW_MS}) RETURNING last_seq, last_ts"
         ).format(s),
+        advance_head=sql.SQL(
+            "UPDATE {}.log_head SET last_seq = %s, last_ts = GREATEST(last_ts, %s)"
+            " WHERE last_seq = %s"
+        ).format(s),
         copy_events=sql.SQL(
-            "COPY {}.events (seq, session_id, root, ts, kind, epoch, body) FROM STDIN"
+            "COPY {}.events (seq, session_id, root, ts, kind, epoch, body)"
+            " FROM STDIN (FORMAT BINARY)"
         ).format(s),
         notify=sql.SQL("SELECT pg_notify(%s, %s)"),
         leases_for_share=sql.SQL(
             "SELECT root, node, epoch FROM {}.leases WHERE root = ANY(%s) FOR SHARE"
         ).format(s),
         tail=sql.SQL("SELECT body FROM {}.events WHERE seq > %s ORDER BY seq LIMIT %s").format(s),
+        writer_lock=sql.SQL("SELECT pg_try_advisory_lock(hashtext(%s)::bigint)"),
+        writer_lock_shared=sql.SQL("SELECT pg_try_advisory_lock_shared(hashtext(%s)::bigint)"),
     )

@@ -5,6 +5,17 @@ one writer thread (group commit, as the SQLite log), one reader connection used
 through a worker thread, and one tail thread that ``LISTEN``\\s for other nodes'
 commits. See ``docs/design/postgres.md``.
 
+Two modes, chosen at open:
+- **shared** (the default; any number of nodes write the schema): seqs come from the
+  commit, so the log is not pipelined and ``append`` waits for its commit;
+- **single writer** (``single_writer=True``; this node is the schema's only writer,
+  so it has no tail thread): the log is pipelined like the SQLite one,
+  ``append_nowait`` stamps at once, and each commit checks, under the head row lock, that the head is exactly
+  where this node's stamps began (compare-and-set): if another writer ever moved it,
+  the commit stores nothing and the log stops (fail-stop). A session-level advisory
+  lock on the writer's connection keeps the two modes apart (a single writer excludes
+  every other writer; shared writers exclude a single one).
+
 Invariants:
 - **read order is commit order.** A commit takes its sequence numbers from the one
   ``log_head`` row (``UPDATE … RETURNING``), whose row lock it holds until it commits;
@@ -22,10 +33,12 @@ Invariants:
 - fencing: a tree's appends can be tied to a lease epoch (``hold``); the commit
   then checks, in the same transaction and under a share lock on the lease row,
   that this node still holds that epoch, and refuses the append otherwise
-  (``Fenced``, nothing stored).
+  (``Fenced``, nothing stored; in single-writer mode the whole log stops, since
+  the seqs stamped after it can no longer be kept).
 - fail-stop: when the writer's connection breaks (a commit whose outcome is unknown)
   the writer stops and every queued and later append fails with ``StoreFailed``;
-  the process must reopen the log, which recovers from what was committed.
+  the process must reopen the log, which recovers from what was committed. In
+  single-writer mode any failed commit stops the log, as with SQLite.
 - a test or a deployment names its own ``schema``; nothing outside it is touched.
 """
 
@@ -36,14 +49,12 @@ import queue
 import re
 import secrets
 import threading
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from typing import cast
 
 import msgspec
 import psycopg
 import trio
-from psycopg import sql
 
 from ..errors import EventTooLarge, Fenced, InvalidInput, StoreClosed, StoreFailed
 from ..events import FRAME_ONLY_KINDS, Event, Record, encode_event, kind_of
@@ -51,14 +62,22 @@ from ..ids import check_session_id, root_of
 from ..logger import get_logger
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
 from .filter import EVERYTHING, EventFilter
+from .pgcommit import (
+    Pending,
+    Stamped,
+    fence,
+    fence_stamped,
+    insert_stamped,
+    insert_taking_seqs,
+    record_body,
+)
 from .pgschema import SCHEMA_NAME, create_schema, tables
+from .pgtail import Tail
+
+__all__ = ["DEFAULT_DSN", "PostgresEventLog", "record_body"]
 
 MAX_GROUP = 2_000
 """Most records one commit takes; the rest wait for the next one."""
-POLL_SECONDS = 2.0
-"""How often the tail looks for other nodes' commits when no notification came."""
-TAIL_PAGE = 1_000
-RECONNECT_SECONDS = 1.0
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 WRITER_OPTIONS = "-c idle_in_transaction_session_timeout=3000 -c statement_timeout=15000"
 """A writer stalled inside its transaction (SIGSTOP, a frozen VM) holds the head row and
@@ -71,28 +90,6 @@ _RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
 log = get_logger("halo_actors.log")
 
 
-def record_body(seq: int, session_id: str, ts: int, event_body: bytes) -> bytes:
-    """The stored JSON of a record, exactly as ``encode_record`` writes it (a test pins it).
-    Session ids are safe segments, so they need no escaping."""
-    return b'{"seq":%d,"sessionId":"%s","ts":%d,"event":%s}' % (
-        seq,
-        session_id.encode(),
-        ts,
-        event_body,
-    )
-
-
-@dataclass(eq=False)
-class _Pending:
-    session_id: str
-    events: tuple[Event, ...]
-    bodies: list[bytes]
-    epoch: int | None
-    records: list[Record] = field(default_factory=list)
-    done: trio.Event = field(default_factory=trio.Event)
-    error: BaseException | None = None
-
-
 class _WriterBroken(Exception):
     """The writer's connection failed mid-commit: the outcome is unknown, so stop."""
 
@@ -100,18 +97,24 @@ class _WriterBroken(Exception):
 class PostgresEventLog(LogBase):
     """Open with :meth:`open` (an async classmethod); close with :meth:`aclose`.
 
-    Not pipelined: seqs come from the commit, so ``append`` (which waits for it) is the
-    way in and ``append_nowait`` is refused."""
+    Shared mode (the default) is not pipelined: seqs come from the commit, so ``append``
+    (which waits for it) is the way in and ``append_nowait`` is refused. A single-writer
+    log is pipelined (see the module docstring)."""
 
     pipelined = False
 
-    def __init__(self, dsn: str, schema: str, *, max_event_bytes: int, node_id: str) -> None:
+    def __init__(
+        self, dsn: str, schema: str, *, max_event_bytes: int, node_id: str, single_writer: bool
+    ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self.dsn = dsn
         self.schema = schema
         self.node_id = node_id
+        self.single_writer = single_writer
+        self.pipelined = single_writer
         self._sql = tables(schema)
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Pending | Stamped | None] = queue.SimpleQueue()
+        self._writer_conn: psycopg.Connection[tuple[object, ...]] | None = None
         self._writer_error: BaseException | None = None
         """Why the writer stopped early; once set, appends fail at once."""
         self._own_seq = 0
@@ -129,10 +132,9 @@ class PostgresEventLog(LogBase):
         self._reader: psycopg.Connection[tuple[object, ...]] | None = None
         self._read_limiter = trio.CapacityLimiter(1)
         self._fill_lock = trio.Lock()
-        self._stopping = threading.Event()
         self._token = trio.lowlevel.current_trio_token()
         self._writer = threading.Thread(target=self._write_loop, name="halo-pg-writer")
-        self._tail = threading.Thread(target=self._tail_loop, name="halo-pg-tail")
+        self._tail = Tail(self)
         self.commits = 0
         """How many transactions the writer has committed (group-commit statistics)."""
 
@@ -144,18 +146,30 @@ class PostgresEventLog(LogBase):
         schema: str = "halo",
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         node_id: str | None = None,
+        single_writer: bool = False,
     ) -> PostgresEventLog:
-        """Connect, create the schema's tables if missing, start the writer and the tail."""
+        """Connect, create the schema's tables if missing, start the writer and the tail.
+
+        ``single_writer``: this node is the schema's only writer (pipelined appends);
+        refused with ``StoreFailed`` while any other node writes it, and vice versa."""
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"schema name {schema[:80]!r} must match {SCHEMA_NAME.pattern}")
         node = node_id or f"node-{secrets.token_hex(4)}"
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", node):
             raise InvalidInput(f"node id {node[:80]!r} must be 1-64 of [A-Za-z0-9_.-]")
-        log = cls(dsn, schema, max_event_bytes=max_event_bytes, node_id=node)
-        last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
+        log = cls(
+            dsn, schema, max_event_bytes=max_event_bytes, node_id=node, single_writer=single_writer
+        )
+        try:
+            last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
+        except BaseException:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(log._close_connections)
+            raise
         log._resume_from(last_seq, last_ts)
         log._writer.start()
-        log._tail.start()
+        if not single_writer:  # nobody else writes: nothing to follow
+            log._tail.start()
         return log
 
     def _connect(
@@ -172,9 +186,24 @@ class PostgresEventLog(LogBase):
     def _prepare(self) -> tuple[int, int]:
         self._reader = self._connect(autocommit=True)
         create_schema(self._reader, self.schema)
+        self._writer_conn = conn = self._connect(autocommit=False, options=WRITER_OPTIONS)
+        lock = self._sql.writer_lock if self.single_writer else self._sql.writer_lock_shared
+        got = conn.execute(lock, (f"halo-writer:{self.schema}",)).fetchone()
+        conn.commit()
+        if not got or not got[0]:
+            raise StoreFailed(
+                f"schema {self.schema!r} is being written by "
+                + ("another node" if self.single_writer else "a single-writer node")
+                + (": a single-writer log must be its only writer" if self.single_writer else "")
+            )
         row = self._reader.execute(self._sql.head).fetchone()
         assert row is not None, "create_schema inserts the head row"
         return int(row[0]), int(row[1])  # type: ignore[call-overload]
+
+    def _close_connections(self) -> None:
+        for conn in (self._writer_conn, self._reader):
+            if conn is not None:
+                conn.close()
 
     # --- fencing -------------------------------------------------------------------------
 
@@ -196,12 +225,42 @@ class PostgresEventLog(LogBase):
 
     @property
     def stamped_seq(self) -> int:
-        return max(self._published_seq, self._own_seq)
+        return max(self._published_seq, self._own_seq, self._next_seq - 1)
 
     def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
-        raise InvalidInput("the PostgreSQL log is not pipelined (seqs come from the commit)")
+        if not self.single_writer:
+            raise InvalidInput(
+                "a shared PostgreSQL log is not pipelined (seqs come from the commit)"
+            )
+        self._check_writer()
+        self._check_open()
+        self._epoch_for(session_id)  # refuse an unheld tree before anything is stamped
+        return super().append_nowait(session_id, *events)
+
+    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+        item = Stamped(
+            session_id,
+            [r for r, _ in stamped],
+            [b for _, b in stamped],
+            self._epoch_for(session_id),
+        )
+        with self._gate:
+            self._check_writer()
+            self._queue.put(item)
+
+    def _epoch_for(self, session_id: str) -> int | None:
+        """The lease epoch an append to this session carries (None: not fencing)."""
+        if not self._fencing:
+            return None
+        root = root_of(check_session_id(session_id))
+        epoch = self._epochs.get(root)
+        if epoch is None:
+            raise Fenced(f"this node does not own tree {root!r}")
+        return epoch
 
     async def append(self, session_id: str, *events: Event) -> list[Record]:
+        if self.single_writer:
+            return await super().append(session_id, *events)
         self._check_writer()
         pending = self._validate(session_id, events)
         with self._gate:
@@ -213,20 +272,17 @@ class PostgresEventLog(LogBase):
                 if isinstance(pending.error, Fenced):
                     raise pending.error
                 raise StoreFailed(f"the event log could not commit: {pending.error!r}") from None
-            await self._publish_through(pending.records[-1].seq)
+            if self._published_seq < pending.records[-1].seq:  # a gap other nodes left
+                await self._publish_through(pending.records[-1].seq)
         return pending.records
 
-    def _validate(self, session_id: str, events: Sequence[Event]) -> _Pending:
+    def _validate(self, session_id: str, events: Sequence[Event]) -> Pending:
         """Check and encode on the trio thread; raises before anything is queued."""
         self._check_open()
         check_session_id(session_id)
         if not events:
             raise InvalidInput("append needs at least one event")
-        epoch: int | None = None
-        if self._fencing:
-            epoch = self._epochs.get(root_of(session_id))
-            if epoch is None:
-                raise Fenced(f"this node does not own tree {root_of(session_id)!r}")
+        epoch = self._epoch_for(session_id)
         bodies = []
         for event in events:
             if kind_of(event) in FRAME_ONLY_KINDS:
@@ -238,7 +294,7 @@ class PostgresEventLog(LogBase):
                     f"{kind_of(event)} event is {size} bytes; the cap is {self.max_event_bytes}"
                 )
             bodies.append(body)
-        return _Pending(session_id, tuple(events), bodies, epoch)
+        return Pending(session_id, tuple(events), bodies, epoch)
 
     def _check_writer(self) -> None:
         self._check_healthy()
@@ -247,18 +303,21 @@ class PostgresEventLog(LogBase):
 
     def _write_loop(self) -> None:
         """The writer thread. Whatever stops it early, no appender is left waiting."""
-        batch: list[_Pending] = []
-        try:
-            conn = self._connect(autocommit=False, options=WRITER_OPTIONS)
-        except BaseException as exc:
-            self._writer_failed(exc, batch)
-            return
+        batch: list[Pending | Stamped] = []
+        conn = self._writer_conn
+        assert conn is not None, "connected by _prepare"
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
-                self._commit(conn, batch)
-                self._token.run_sync_soon(self._batch_done, batch)
+                if self.single_writer:  # the queue holds one kind of item per mode
+                    stamped = cast(list[Stamped], batch)
+                    self._commit_stamped(conn, stamped)
+                    self._token.run_sync_soon(self._stamped_done, stamped)
+                else:
+                    pending = cast(list[Pending], batch)
+                    self._commit(conn, pending)
+                    self._token.run_sync_soon(self._batch_done, pending)
                 batch = []
                 if stop:
                     break
@@ -267,7 +326,7 @@ class PostgresEventLog(LogBase):
         finally:
             conn.close()
 
-    def _writer_failed(self, exc: BaseException, batch: list[_Pending]) -> None:
+    def _writer_failed(self, exc: BaseException, batch: list[Pending | Stamped]) -> None:
         """Fail the batch in hand and everything queued; later appends fail at once."""
         log.error("event_log_writer_stopped", schema=self.schema, exc_info=exc)
         with self._gate:
@@ -279,19 +338,20 @@ class PostgresEventLog(LogBase):
                     break
                 if item is not None:
                     batch.append(item)
-        for pending in batch:
+        waiting = [p for p in batch if isinstance(p, Pending)]
+        for pending in waiting:
             pending.error = pending.error or exc
         with contextlib.suppress(trio.RunFinishedError):  # nobody left to wake
-            self._token.run_sync_soon(self._writer_stopped, batch, exc)
+            self._token.run_sync_soon(self._writer_stopped, waiting, exc)
 
-    def _writer_stopped(self, batch: list[_Pending], exc: BaseException) -> None:
+    def _writer_stopped(self, batch: list[Pending], exc: BaseException) -> None:
         """On the trio thread: the log has failed (fail-stop) before any appender wakes."""
         self._fail_stop(exc)
         self._batch_done(batch)
 
-    def _take_more(self, batch: list[_Pending]) -> bool:
+    def _take_more(self, batch: list[Pending | Stamped]) -> bool:
         """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
-        size = len(batch[0].bodies)
+        size = batch[0].size
         while size < MAX_GROUP:
             try:
                 item = self._queue.get_nowait()
@@ -300,17 +360,31 @@ class PostgresEventLog(LogBase):
             if item is None:
                 return True
             batch.append(item)
-            size += len(item.bodies)
+            size += item.size
         return False
 
-    def _commit(self, conn: psycopg.Connection[tuple[object, ...]], batch: list[_Pending]) -> None:
+    def _commit_stamped(
+        self, conn: psycopg.Connection[tuple[object, ...]], batch: list[Stamped]
+    ) -> None:
+        """Single writer: one transaction for the batch; any failure stops the writer
+        (fail-stop: the records stamped after a lost one cannot be kept)."""
+        with conn.transaction(), conn.cursor() as cur:
+            fence_stamped(cur, self._sql, self.node_id, batch)
+            insert_stamped(cur, self._sql, self.node_id, batch)
+        self.commits += 1
+
+    def _stamped_done(self, batch: list[Stamped]) -> None:
+        """On the trio thread, in commit order: these records are durable."""
+        self._deliver([record for item in batch for record in item.records])
+
+    def _commit(self, conn: psycopg.Connection[tuple[object, ...]], batch: list[Pending]) -> None:
         """One transaction for the batch. A refused or failed commit fails its batch (or,
         fenced, just the stale appends) and the writer goes on; a broken connection stops it."""
         try:
             with conn.transaction(), conn.cursor() as cur:
-                accepted = self._fence(cur, batch)
+                accepted = fence(cur, self._sql, self.node_id, batch)
                 if accepted:
-                    self._insert(cur, accepted)
+                    insert_taking_seqs(cur, self._sql, self.node_id, accepted)
         except Exception as exc:
             if conn.closed or conn.broken:
                 raise _WriterBroken(f"connection lost while committing: {exc!r}") from exc
@@ -320,50 +394,7 @@ class PostgresEventLog(LogBase):
             return
         self.commits += 1
 
-    def _fence(
-        self, cur: psycopg.Cursor[tuple[object, ...]], batch: list[_Pending]
-    ) -> list[_Pending]:
-        """The appends whose epoch is still this node's (all of them when not fencing);
-        the lease rows stay share-locked until commit, so no takeover slips in between."""
-        roots = sorted({root_of(p.session_id) for p in batch if p.epoch is not None})
-        if not roots:
-            return batch
-        cur.execute(self._sql.leases_for_share, (roots,))
-        current = {str(root): (str(node), int(epoch)) for root, node, epoch in cur.fetchall()}  # type: ignore[call-overload]
-        accepted = []
-        for pending in batch:
-            if pending.epoch is not None:
-                root = root_of(pending.session_id)
-                if current.get(root) != (self.node_id, pending.epoch):
-                    pending.error = Fenced(
-                        f"tree {root!r}: epoch {pending.epoch} of {self.node_id} is stale"
-                    )
-                    continue
-            accepted.append(pending)
-        return accepted
-
-    def _insert(self, cur: psycopg.Cursor[tuple[object, ...]], batch: list[_Pending]) -> None:
-        count = sum(len(p.bodies) for p in batch)
-        cur.execute(self._sql.take_seqs, (count,))
-        row = cur.fetchone()
-        assert row is not None
-        last, ts = int(row[0]), int(row[1])  # type: ignore[call-overload]
-        seq = last - count
-        with cur.copy(self._sql.copy_events) as copy:
-            for pending in batch:
-                root = root_of(pending.session_id)
-                epoch = pending.epoch or 0
-                for event, event_body in zip(pending.events, pending.bodies, strict=True):
-                    seq += 1
-                    body = record_body(seq, pending.session_id, ts, event_body)
-                    kind = kind_of(event)
-                    copy.write_row((seq, pending.session_id, root, ts, kind, epoch, body))
-                    pending.records.append(
-                        Record(seq=seq, session_id=pending.session_id, ts=ts, event=event)
-                    )
-        cur.execute(self._sql.notify, (self._sql.channel, f"{self.node_id}:{last}"))
-
-    def _batch_done(self, batch: list[_Pending]) -> None:
+    def _batch_done(self, batch: list[Pending]) -> None:
         """On the trio thread, in commit order: publish what committed, wake the appenders."""
         for pending in batch:
             if pending.error is None:
@@ -408,53 +439,6 @@ class PostgresEventLog(LogBase):
                     return
                 self._deliver(page)
 
-    # --- the tail: other nodes' commits --------------------------------------------------
-
-    def _tail_loop(self) -> None:
-        """Follow other nodes' commits until ``aclose``; reconnect on any failure."""
-        while not self._stopping.is_set():
-            try:
-                with self._connect(autocommit=True) as conn:
-                    conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._sql.channel)))
-                    self._tail_follow(conn)
-            except Exception as exc:
-                if self._stopping.is_set():
-                    return
-                log.warning("event_log_tail_reconnecting", schema=self.schema, error=repr(exc))
-                self._stopping.wait(RECONNECT_SECONDS)
-
-    def _tail_follow(self, conn: psycopg.Connection[tuple[object, ...]]) -> None:
-        cursor = self._published_seq
-        self._tail_read(conn, cursor)
-        stop = f"stop:{self.node_id}"
-        while not self._stopping.is_set():
-            got = None
-            for notify in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
-                got = notify.payload
-            if got == stop:
-                return
-            if got is not None:
-                node, _, last = got.partition(":")
-                if node == self.node_id or not last.isdigit() or int(last) <= cursor:
-                    continue  # our own commit (the writer publishes it), or already read
-            cursor = self._tail_read(conn, max(cursor, self._published_seq))
-
-    def _tail_read(self, conn: psycopg.Connection[tuple[object, ...]], cursor: int) -> int:
-        """Read every committed record after ``cursor`` and hand it to the trio thread."""
-        while True:
-            bodies = [b for (b,) in conn.execute(self._sql.tail, (cursor, TAIL_PAGE))]
-            if not bodies:
-                return cursor
-            records = _records_decoder.decode(b"[" + b",".join(bodies) + b"]")  # type: ignore[arg-type]
-            cursor = records[-1].seq
-            try:
-                self._token.run_sync_soon(self._deliver, records)
-            except trio.RunFinishedError:
-                self._stopping.set()
-                return cursor
-            if len(bodies) < TAIL_PAGE:
-                return cursor
-
     # --- reading and closing -------------------------------------------------------------
 
     async def read(
@@ -482,22 +466,8 @@ class PostgresEventLog(LogBase):
             return
         self._close_subscriptions()
         self._queue.put(None)
-        self._stopping.set()
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(self._writer.join)
-            await trio.to_thread.run_sync(self._stop_tail, limiter=self._read_limiter)
+            await trio.to_thread.run_sync(self._tail.stop, limiter=self._read_limiter)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
-
-    def _stop_tail(self) -> None:
-        """Wake the tail thread out of its wait with a notification meant for it alone."""
-        if self._tail.ident is None:
-            return
-        deadline = time.monotonic() + 10
-        while self._tail.is_alive() and time.monotonic() < deadline:
-            if self._reader is not None and not self._reader.closed:
-                with contextlib.suppress(psycopg.Error):
-                    self._reader.execute(
-                        self._sql.notify, (self._sql.channel, f"stop:{self.node_id}")
-                    )
-            self._tail.join(0.2)
