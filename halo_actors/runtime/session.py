@@ -29,7 +29,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Literal, NamedTuple
 
 import structlog
@@ -73,6 +73,20 @@ Mode = Literal["soft", "hard"]
 MAX_BACKLOG = 10_000
 """Records a session may stamp past the durable horizon before :meth:`SessionActor.emit`
 waits for the writer to catch up (the bound of the log writer's queue, in effect)."""
+
+
+class _Atomic:
+    """The :attr:`SessionActor.serial` of a pipelined log: enters and exits without
+    suspending (the section it guards never suspends either)."""
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_ATOMIC = _Atomic()
 
 
 class Delivered(NamedTuple):
@@ -142,6 +156,14 @@ class SessionActor:
         if self._emit_lock is None:
             self._emit_lock = trio.Lock()
         return self._emit_lock
+
+    @property
+    def serial(self) -> AbstractAsyncContextManager[object]:
+        """What a critical section of this session runs under: :attr:`lock` when appends
+        wait for their commit; nothing with a pipelined log, where every section here is
+        one synchronous step (its appends never suspend), so no other task can enter it
+        halfway (no lock, and no scheduling point on the hot path)."""
+        return _ATOMIC if self._log.pipelined else self.lock
 
     # --- the one write path -------------------------------------------------
 
@@ -232,7 +254,7 @@ class SessionActor:
                 f"a message of about {size} bytes cannot open a round; "
                 f"the cap is {self._log.max_event_bytes}"
             )
-        async with self.lock:
+        async with self.serial:
             if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")
             if self.claim_run():
@@ -256,7 +278,7 @@ class SessionActor:
         (the turn yields at its next batch boundary, as a queued message makes it);
         ``hard`` also cancels the turn now (its running command's process group is
         killed on the way out). False when no turn is open, or a stop is under way."""
-        async with self.lock:
+        async with self.serial:
             if not self.state.turn_open or self.stopping:
                 return False
             if not self.state.interrupt_requested:
@@ -305,14 +327,17 @@ class SessionActor:
         a message that arrives is either in the next round, or queued with its interrupt
         flag intact, or it starts a new run; never stranded. ``closing`` holds the stop
         reason of the turn to close first; its ``complete`` says whether a round follows."""
-        async with self.lock:
+        async with self.serial:
             events = self.next_round(kind)
             batch: list[Event] = [
                 TurnCompleted(batch_boundary=events is not None, stop_reason=why) for why in closing
             ]
             batch += events if events is not None else [AgentDone()]
-            with trio.CancelScope(shield=True):
-                await self._append(*batch)
+            if self._log.pipelined:  # one synchronous step: nothing to shield
+                self._append_nowait(*batch)
+            else:
+                with trio.CancelScope(shield=True):
+                    await self._append(*batch)
             if events is not None:
                 round_event = events[0]
                 assert isinstance(round_event, RoundStarted)
@@ -401,7 +426,7 @@ class SessionActor:
 
     async def arm_kick(self) -> str:
         """``continue_task``: checked under the emit lock, so a stop that began first wins."""
-        async with self.lock:
+        async with self.serial:
             if self.stopping or not self.state.turn_open:
                 return "no_turn"
             if not self.state.resumed_after_interrupt:
@@ -444,14 +469,14 @@ class SessionActor:
     async def _abort_once(self, how: Literal["stop", "archive"], grace: float) -> bool:
         if self.state.lifecycle in ("archived", "deleted"):
             return False
-        async with self.lock:  # decided under the lock a round is opened under
+        async with self.serial:  # decided under the lock a round is opened under
             had_work = self.running or bool(self.state.mailbox)
             await self._append(*self._abort_opening(how))
         self.cut_turn()
         if self.run_ended is not None:
             await self.run_ended.wait()
         await self.kill_process_groups(grace)
-        async with self.lock:
+        async with self.serial:
             await self._append(*self._abort_closing(how))
         return had_work
 

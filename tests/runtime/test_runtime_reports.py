@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import trio
@@ -40,11 +41,13 @@ async def kinds_sent(rt: Runtime, sid: str) -> list[str]:
 
 
 async def texts_received(rt: Runtime, sid: str, source: str) -> list[str]:
+    """What ``sid``'s rounds took in from ``source``, message by message (a merged round
+    holds several, each with its ``(from: session X)`` prefix)."""
     prefix = f"(from: session {source}) "
     return [
         part.removeprefix(prefix)
         for r in await rt.rounds(sid)
-        for part in r.text.split("\n\n(from: session ")
+        for part in re.split(r"\n\n(?=\(from: session )", r.text)
         if part.startswith(prefix)
     ]
 
