@@ -17,9 +17,11 @@ import trio
 from ..core.errors import PathNotAccessible
 from .base import Tool, ToolContext, ToolOutput, define_tool
 from .sandbox import SandboxUnavailable
-from .shell import ShellLimits, run_shell
+from .shell import ShellLimits, kill_process_group, run_shell, wait_process_group_gone
 
 Wrap = Callable[[list[str]], list[str]]
+
+_NAMESPACE_TEARDOWN = 1.0  # seconds; the kernel takes milliseconds
 
 T = TypeVar("T")
 
@@ -56,10 +58,27 @@ async def run_session_shell(ctx: ToolContext, command: str, time_limit: float | 
             result = await run_shell(
                 command, ctx.workspace.root, limits, on_spawn=spawned, wrap=wrap
             )
+            if wrap is not None:
+                await _namespace_gone(pgids)
     finally:
         for pgid in pgids:
             ctx.turn.untrack_process_group(pgid)
     return ToolOutput(result.render(), is_error=result.timed_out)
+
+
+async def _namespace_gone(pgids: list[int]) -> None:
+    """Wait (bounded) until a sandboxed command's group is gone after its leader exited.
+
+    bubblewrap's outer process reports the command's exit a few milliseconds before the
+    kernel has finished killing what was left in its PID namespace; nothing there can
+    outlive it, so waiting makes "the command is over" true when the tool returns.
+    """
+    with trio.move_on_after(_NAMESPACE_TEARDOWN) as late:
+        for pgid in pgids:
+            await wait_process_group_gone(pgid)
+    if late.cancelled_caught:
+        for pgid in pgids:
+            await kill_process_group(pgid, 0)
 
 
 @asynccontextmanager

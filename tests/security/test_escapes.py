@@ -246,6 +246,16 @@ async def test_a_fork_bomb_is_bounded_and_the_server_stays_up(scene: Scene) -> N
     assert _processes_with("b0mb") == []
 
 
+async def test_a_sandboxed_commands_background_jobs_end_when_it_returns(scene: Scene) -> None:
+    """Rule: nothing outlives a sandboxed command: when its tool call returns, the jobs it
+    left in the background are gone (an unconfined command's would still run)."""
+    with trio.fail_after(BUDGET):
+        for _ in range(3):
+            out = await run(scene, scene.alice, "sleep 37.25 & sleep 37.25 & echo left")
+            assert "left" in out
+            assert _processes_with("37.25") == []
+
+
 def _processes_with(word: str) -> list[int]:
     found = []
     for name in os.listdir("/proc"):
