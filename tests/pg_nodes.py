@@ -5,7 +5,8 @@ workspace directory and one token state directory (all on this machine, on loopb
 A test may SIGKILL, SIGSTOP and SIGCONT a node, and restart it under the same node id;
 :meth:`Cluster.close` ends (and reaps) every node it started, whatever state it is in.
 The log is read straight from the database (``records``) to check what was written
-under which lease epoch.
+under which lease epoch. Command groups a test registers in ``groups`` are killed at
+close if still alive.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from proc_table import live_group_members
 from psycopg import sql
 from served import START_BUDGET, STOP_GRACE, free_port
 
@@ -130,6 +132,8 @@ class Cluster:
     schema: str
     ttl: float = 2.0
     nodes: list[Node] = field(default_factory=list)
+    groups: list[int] = field(default_factory=list)
+    """Command process groups a test saw start: killed at close if any is still alive."""
 
     @property
     def workspace(self) -> Path:
@@ -151,6 +155,9 @@ class Cluster:
     def close(self) -> None:
         for node in self.nodes:
             node.stop()
+        for pgid in self.groups:  # whatever the test proved, no command outlives it
+            if live_group_members(pgid):
+                os.killpg(pgid, signal.SIGKILL)
 
     @property
     def log_schema(self) -> str:
