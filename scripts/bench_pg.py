@@ -19,6 +19,9 @@ Usage: ``python scripts/bench_pg.py [--quick] [--skip append,turns,takeover,node
 (d) nodes: one node process vs three, each appending (shared mode, ``append``,
     ``--producers`` concurrent producers) to its own trees for ``--seconds``; total
     durable rows/s. Everything (the server too) shares this machine's cores.
+(e) revocation: two real ``serve --store`` nodes; a token is revoked in the database
+    (what ``token revoke --store`` does) and both nodes are polled every 10 ms; the
+    time until each refuses it (401). Rule: within 1 s on every node.
 
 Every schema it makes is dropped at the end. Human-readable lines first; the last
 line is one JSON object. Timing here is informative only: it never gates a test.
@@ -362,6 +365,85 @@ async def bench_nodes(seconds: float, producers: int) -> dict[str, Any]:
     return out
 
 
+# --- (e) revocation across nodes -------------------------------------------------------
+
+
+def serve_node(schema: str, folder: Path, node_id: str) -> tuple[subprocess.Popen[str], str]:
+    """A ``serve --store`` node on a free port; (process, base url) once it listens."""
+    command = [sys.executable, "-m", "halo_actors", "serve", "--port", "0", "--state"]
+    command += [str(folder / "state"), "--workspace", str(folder / "ws"), "--store", DSN]
+    command += ["--store-schema", schema, "--node-id", node_id]
+    log = open(folder / f"{node_id}.log", "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
+    log.close()
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if "listening on" not in line:
+        proc.kill()
+        raise RuntimeError(f"node {node_id} did not start: {line!r}")
+    return proc, line.rsplit(" ", 1)[-1].strip()
+
+
+async def bench_revocation(repeats: int) -> dict[str, Any]:
+    import httpx
+
+    from halo_actors.fronts.http.pgtokens import PgTokenStore
+
+    schema = new_schema()
+    with tempfile.TemporaryDirectory(prefix="bench_pg_tok_") as tmp:
+        folder = Path(tmp)
+        (folder / "ws").mkdir()
+        store = PgTokenStore(DSN, schema)
+        store.load()  # creates the table before the nodes start
+        nodes = [serve_node(schema, folder, f"r{i}") for i in range(2)]
+        took: list[float] = []
+        try:
+            async with httpx.AsyncClient(timeout=10) as client:
+
+                async def code(url: str, token: str) -> int:
+                    resp = await client.get(f"{url}/api/web/sessions", headers={"x-token": token})
+                    return resp.status_code
+
+                for _ in range(repeats):
+                    token = await trio.to_thread.run_sync(
+                        store.create, "bench", "full", folder / "ws"
+                    )
+                    for _, url in nodes:
+                        while await code(url, token) != 200:  # noqa: ASYNC110 - polls
+                            await trio.sleep(0.01)
+                    await trio.to_thread.run_sync(store.revoke, token)
+                    revoked = time.perf_counter()
+                    pending = {url for _, url in nodes}
+                    while pending:
+                        for url in sorted(pending):
+                            if await code(url, token) == 401:
+                                pending.discard(url)
+                                took.append(time.perf_counter() - revoked)
+                        await trio.sleep(0.01)
+        finally:
+            for proc, _ in nodes:
+                proc.send_signal(signal.SIGTERM)
+            for proc, _ in nodes:
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            store.close()
+    ordered = sorted(took)
+    out = {
+        "samples": len(took),
+        "p50_s": round(statistics.median(took), 3),
+        "p99_s": round(ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
+        "max_s": round(ordered[-1], 3),
+    }
+    say(
+        f"revocation across 2 nodes ({repeats} tokens, {len(took)} node refusals): p50"
+        f" {out['p50_s']} s, p99 {out['p99_s']} s, max {out['max_s']} s (rule: within 1 s)"
+    )
+    return out
+
+
 # --- main --------------------------------------------------------------------------------
 
 
@@ -376,6 +458,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         out["takeover"] = await bench_takeover(args.takeovers, args.ttl)
     if "nodes" not in skip:
         out["nodes"] = await bench_nodes(args.seconds, args.producers)
+    if "revocation" not in skip:
+        out["revocation"] = await bench_revocation(args.revocations)
     return out
 
 
@@ -390,6 +474,7 @@ def cli() -> None:
     parser.add_argument("--takeovers", type=int, default=10)
     parser.add_argument("--ttl", type=float, default=2.0)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--revocations", type=int, default=20)
     parser.add_argument("--child", nargs="+")
     args = parser.parse_args()
     if args.child:
@@ -401,6 +486,7 @@ def cli() -> None:
         return
     if args.quick:
         args.events, args.repeats, args.turns, args.takeovers, args.seconds = 4_000, 1, 60, 3, 2.0
+        args.revocations = 5
     say(
         f"bench_pg {time.strftime('%Y-%m-%d %H:%M:%S')} on {platform.node()}, {os.cpu_count()} cpus,"
         f" load {os.getloadavg()[0]:.2f}, server {DSN}"

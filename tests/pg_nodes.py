@@ -25,7 +25,7 @@ from proc_table import live_group_members
 from psycopg import sql
 from served import START_BUDGET, STOP_GRACE, free_port
 
-from halo_actors.fronts.http.tokens import TokenStore
+from halo_actors.fronts.http.pgtokens import PgTokenStore
 from halo_actors.runtime.ownership import ClusterStore
 
 
@@ -149,8 +149,13 @@ class Cluster:
         return node
 
     def token(self, access: str = "full", account: str = "alice") -> str:
+        """A token in the deployment's token table (what ``token create --store`` makes)."""
         self.workspace.mkdir(parents=True, exist_ok=True)
-        return TokenStore(self.state).create(account, access, self.workspace)
+        store = PgTokenStore(self.dsn, self.schema, state_dir=self.state)
+        try:
+            return store.create(account, access, self.workspace)
+        finally:
+            store.close()
 
     def close(self) -> None:
         for node in self.nodes:

@@ -199,8 +199,14 @@ class NodeOwnership:
             " pgid BIGINT NOT NULL, started BIGINT NOT NULL, boot_id TEXT NOT NULL)"
         ).format(self._orphans)
 
+        lock_key = f"halo-schema:{self.leases.log.schema}"
+
         def create(conn: Conn) -> list[tuple[object, ...]]:
-            conn.execute(statement)
+            # Under the schema's creation lock: two nodes starting at once both ran CREATE
+            # TABLE IF NOT EXISTS and one failed on pg_type's unique index.
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key,))
+                conn.execute(statement)
             return []
 
         await self._db(create)

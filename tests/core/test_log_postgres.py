@@ -318,3 +318,17 @@ async def test_a_broken_writer_connection_stops_the_writer_and_fails_appends(
             await a.append("s", text("later"))
         assert a.failure is not None  # fail-stop, as the protocol says
         assert await a.read() == kept
+
+
+async def test_catch_up_publishes_every_append_another_node_acknowledged(
+    open_node: OpenNode,
+) -> None:
+    """A read on node b that follows an append acknowledged on node a sees it: ``catch_up``
+    reads up to the database's head instead of waiting for b's tail."""
+    with trio.fail_after(BUDGET):
+        a, b = await open_node("a"), await open_node("b")
+        for n in range(5):
+            (record,) = await a.append(f"s{n}", text(f"from a {n}"))
+            assert await b.catch_up() >= record.seq
+            assert (await b.read(EventFilter(session_id=f"s{n}")))[-1] == record
+        assert await a.catch_up() == a.last_seq == b.last_seq

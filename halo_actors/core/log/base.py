@@ -95,6 +95,13 @@ class EventLog(Protocol):
         """Until the log fails (fail-stop); returns why. Waits forever on a healthy log."""
         ...
 
+    async def catch_up(self) -> int:
+        """Publish here every record committed so far by any writer of a shared log (a
+        node's tail may not have delivered another node's last commits yet); returns
+        ``last_seq``. A read that must see every acknowledged append, whichever node
+        acknowledged it, calls this first. A log with one writer has nothing to do."""
+        ...
+
     async def read(
         self,
         flt: EventFilter = EVERYTHING,
@@ -207,6 +214,10 @@ class LogBase:
                 await self._durable.wait()
         finally:
             self._durable_waiters -= 1
+
+    async def catch_up(self) -> int:
+        await trio.lowlevel.checkpoint()
+        return self._published_seq
 
     async def wait_failed(self) -> StoreFailed:
         await self._failed.wait()

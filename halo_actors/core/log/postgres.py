@@ -439,6 +439,20 @@ class PostgresEventLog(LogBase):
                     return
                 self._deliver(page)
 
+    async def catch_up(self) -> int:
+        self._check_open()
+        reader = self._reader
+        assert reader is not None, "opened by PostgresEventLog.open"
+
+        def head() -> int:
+            row = reader.execute(self._sql.head).fetchone()
+            return int(row[0]) if row else 0  # type: ignore[call-overload]
+
+        last = await trio.to_thread.run_sync(head, limiter=self._read_limiter)
+        if last > self._published_seq:
+            await self._publish_through(last)
+        return self._published_seq
+
     # --- reading and closing -------------------------------------------------------------
 
     async def read(

@@ -34,7 +34,7 @@ from .errors import INTERNAL, ApiError, error_body, error_response
 from .history import HistoryCache
 from .limits import Kind, Quotas, StreamTicket, TokenLimits
 from .runtimes import Runtimes
-from .tokens import TokenCache, TokenStore
+from .tokens import TokenBackend, TokenCache
 
 log = get_logger("halo_actors.http")
 
@@ -43,7 +43,7 @@ EXPOSED_HEADERS = ("x-token", "x-workspace", "x-session-id", "last-event-id", "c
 
 @dataclass(frozen=True)
 class FrontSettings:
-    tokens: TokenStore
+    tokens: TokenBackend
     keepalive: float = 15.0
     """Idle seconds before an SSE stream sends ``: keepalive``."""
     coalesce: float = 0.002

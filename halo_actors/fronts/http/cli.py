@@ -17,7 +17,7 @@ import sys
 
 from ...core.errors import InvalidInput
 from ...runtime.ownership import ClusterStore, default_node_id
-from .tokens import ACCESS_LEVELS, HOME_ENV, TokenStore
+from .tokens import ACCESS_LEVELS, HOME_ENV, TokenBackend, TokenStore
 
 STATE_HELP = f"directory of the token file (default: ${HOME_ENV}, else ~/.halo_actors)"
 MODEL_ENV = "HALO_MODEL"
@@ -105,24 +105,34 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     revoke = actions.add_parser("revoke", help="revoke a token by its id or its full string")
     revoke.add_argument("token_or_id")
     revoke.add_argument("--state", help=STATE_HELP)
+    for action in (create, listing, revoke):
+        action.add_argument(
+            "--store",
+            metavar="DSN",
+            help="the tokens of the nodes serving with this --store (postgresql://...), "
+            "kept in that database instead of the state directory's file",
+        )
+        action.add_argument(
+            "--store-schema", default="halo", help="the deployment's --store-schema (default: halo)"
+        )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "serve":
         return _serve(args)
-    store = TokenStore(args.state)
     try:
+        store = token_backend(args.state, args.store, args.store_schema)
         if args.token_command == "create":
             return _create(store, args)
         if args.token_command == "list":
             return _list(store, as_json=args.json)
         return _revoke(store, args.token_or_id)
-    except InvalidInput as exc:
+    except (InvalidInput, OSError) as exc:  # OSError: the token file or database
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
 
-def _create(store: TokenStore, args: argparse.Namespace) -> int:
+def _create(store: TokenBackend, args: argparse.Namespace) -> int:
     token = store.create(args.account, args.access, args.workspace)
     info = store.find(token)
     assert info is not None
@@ -142,7 +152,7 @@ def _create(store: TokenStore, args: argparse.Namespace) -> int:
     return 0
 
 
-def _list(store: TokenStore, *, as_json: bool) -> int:
+def _list(store: TokenBackend, *, as_json: bool) -> int:
     tokens = store.load()
     if as_json:
         print(json.dumps([t.public() for t in tokens]))
@@ -152,7 +162,7 @@ def _list(store: TokenStore, *, as_json: bool) -> int:
     return 0
 
 
-def _revoke(store: TokenStore, token_or_id: str) -> int:
+def _revoke(store: TokenBackend, token_or_id: str) -> int:
     gone = store.revoke(token_or_id)
     if gone is None:
         print("error: no such token", file=sys.stderr)
@@ -186,12 +196,22 @@ def _serve(args: argparse.Namespace) -> int:
     except InvalidInput as exc:
         return _fail(str(exc))
     settings = FrontSettings(
-        tokens=TokenStore(args.state), keepalive=args.keepalive, model=model, cluster=cluster
+        tokens=token_backend(args.state, cluster.dsn, cluster.schema)
+        if cluster is not None
+        else TokenStore(args.state),
+        keepalive=args.keepalive,
+        model=model,
+        cluster=cluster,
     )
-    if not settings.tokens.load():
+    try:
+        no_tokens = not settings.tokens.load()
+    except OSError as exc:  # the token file or database
+        return _fail(str(exc))
+    if no_tokens:
+        where = f" --store {cluster.dsn} --store-schema {cluster.schema}" if cluster else ""
         print(
             "warning: no tokens yet; create one with "
-            "`python -m halo_actors token create --account NAME --workspace DIR`",
+            f"`python -m halo_actors token create --account NAME --workspace DIR{where}`",
             file=sys.stderr,
         )
 
@@ -236,6 +256,21 @@ def _cluster(args: argparse.Namespace) -> ClusterStore | None:
         raise InvalidInput("--store needs psycopg: pip install 'halo_actors[pg]'") from None
     node = args.node_id or default_node_id(args.port)
     return ClusterStore(args.store, args.store_schema, node, args.lease_ttl)
+
+
+def token_backend(state: str | None, store: str | None, schema: str = "halo") -> TokenBackend:
+    """The file store of ``state``, or with ``store`` (a ``postgresql://`` URL) the
+    deployment's token table there; a bad option is ``InvalidInput``."""
+    if store is None:
+        return TokenStore(state)
+    if not store.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput(f"--store must be a postgresql:// URL, not {store[:40]!r}")
+    ClusterStore(store, schema)  # the same checks as serve's
+    try:
+        from .pgtokens import PgTokenStore
+    except ImportError:
+        raise InvalidInput("--store needs psycopg: pip install 'halo_actors[pg]'") from None
+    return PgTokenStore(store, schema, state_dir=state)
 
 
 def _fail(message: str) -> int:

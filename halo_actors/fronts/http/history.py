@@ -60,7 +60,7 @@ from ...core.events import (
     UsageReported,
 )
 from ...core.log import EventFilter
-from ...runtime.supervisor import Supervisor
+from .remote import SessionReader
 
 Row = dict[str, object]
 HISTORY_KINDS = frozenset(
@@ -204,7 +204,7 @@ class HistoryCache:
 
     async def page(
         self,
-        sup: Supervisor,
+        sup: SessionReader,
         session_id: str,
         *,
         since: int | None,

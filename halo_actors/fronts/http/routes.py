@@ -25,6 +25,7 @@ from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body, 
 from .commands import command_stream, parse_command
 from .errors import SESSION_NOT_FOUND, ApiError
 from .frames import Frame, complete_frame, session_frame
+from .remote import LogView, owned_here, reader_for
 from .served import ServedFile
 from .sse import EventStream, StreamPlan
 from .streams import ChatPlan, FixedPlan, SubscribePlan, is_busy
@@ -175,22 +176,21 @@ async def history(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
-    if sup is not None:
-        await sup.claim(session_id, create=False)
-    if sup is None or not sup.exists(session_id):
+    reader = await reader_for(sup, session_id) if sup is not None else None  # owner, or the log
+    if reader is None or not reader.exists(session_id):
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)
         empty = {"sessionId": session_id, "messages": [], "running": False, "nextBefore": None}
         return _json(empty)
     page = await front.history.page(
-        sup,
+        reader,
         session_id,
         since=since,
         before=before,
         limit=limit or limits.history_limit,
         max_bytes=limits.history_max_bytes,
     )
-    running = is_busy(sup, session_id)
+    running = is_busy(reader, session_id)
     body = {"sessionId": session_id, "messages": msgspec.Raw(page.messages), "running": running}
     return _json(body | {"nextBefore": page.next_before})
 
@@ -203,9 +203,12 @@ async def subscribe(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or front.active.resolve(workspace, caller, sup)
-    if sup is not None:
-        await sup.claim(session_id, create=False)
-    if sup is None or not sup.exists(session_id):
+    local = sup is not None and await owned_here(sup, session_id)
+    if sup is None or not (
+        sup.exists(session_id)
+        if local
+        else (await LogView.load(sup, session_id)).exists(session_id)
+    ):
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)
         cursor = sup.log.last_seq if sup is not None else 0
@@ -215,7 +218,7 @@ async def subscribe(request: Request) -> Response:
 
         return stream(front, caller, FixedPlan(idle))
     buffer = front.settings.subscriber_buffer
-    return stream(front, caller, SubscribePlan(sup, session_id, after, buffer))
+    return stream(front, caller, SubscribePlan(sup, session_id, after, buffer, remote=not local))
 
 
 async def serve_file(request: Request) -> Response:

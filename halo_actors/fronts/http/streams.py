@@ -40,12 +40,13 @@ from .frames import (
     queued_frame,
     session_frame,
 )
+from .remote import LogView, SessionReader
 
 REPLAY_PAGE = 200
 """Records an idle replay reads at a time; it stops at the first terminal ``complete``."""
 
 
-def is_busy(sup: Supervisor, session_id: str) -> bool:
+def is_busy(sup: SessionReader, session_id: str) -> bool:
     """Running (a run exists, whatever it is doing) or compacting."""
     if not sup.exists(session_id):
         return False
@@ -71,7 +72,7 @@ class StreamState:
 _STATE_KINDS = frozenset({"stream", "complete", "agent_done"})
 
 
-async def stream_state_at(sup: Supervisor, session_id: str, seq: int) -> StreamState:
+async def stream_state_at(sup: SessionReader, session_id: str, seq: int) -> StreamState:
     """The ``MEDIA:`` line filter, and whether a run had just ended, right after ``seq``."""
     state = StreamState()
     if not sup.exists(session_id):
@@ -100,7 +101,7 @@ async def stream_state_at(sup: Supervisor, session_id: str, seq: int) -> StreamS
     return state
 
 
-async def media_state_at(sup: Supervisor, session_id: str, seq: int) -> MediaFilter:
+async def media_state_at(sup: SessionReader, session_id: str, seq: int) -> MediaFilter:
     """The ``MEDIA:`` filter as a stream of this session stood right after ``seq``."""
     return (await stream_state_at(sup, session_id, seq)).media
 
@@ -195,6 +196,9 @@ class SubscribePlan:
     session_id: str
     resume: Resume | None
     buffer: int
+    remote: bool = False
+    """Another node owns the session's tree: its state comes from the log (``LogView``),
+    loaded once the listener is registered."""
     _sub: Subscription | None = field(default=None, init=False)
     _projector: Projector = field(default_factory=Projector, init=False)
     _idle_until: int | None = field(default=None, init=False)
@@ -203,13 +207,16 @@ class SubscribePlan:
         after = None if self.resume is None else self.resume.after_seq
         sub = await subscribe(stack, self.sup.log, self.session_id, after, self.buffer)
         self._sub = sub
-        state = await stream_state_at(self.sup, self.session_id, sub.cursor)
+        reader: SessionReader = self.sup
+        if self.remote:
+            reader = await LogView.load(self.sup, self.session_id)
+        state = await stream_state_at(reader, self.session_id, sub.cursor)
         self._projector = state.projector(self.resume)
-        if not is_busy(self.sup, self.session_id):
+        if not is_busy(reader, self.session_id):
             # Everything this session logged up to now (its state may run ahead of the
             # durable log: wait for it), so a run that ended after the listener registered
             # is replayed to its own ``complete``, never cut short by an invented one.
-            until = max(self.sup.log.last_seq, self.sup.state(self.session_id).last_seq)
+            until = max(self.sup.log.last_seq, reader.state(self.session_id).last_seq)
             await self.sup.log.wait_durable(until)
             self._idle_until = until
         opening = session_frame(sub.cursor, self.session_id)

@@ -17,9 +17,14 @@ Invariants:
   while the server runs, at least that often (:meth:`TokenCache.watch`), so a
   revocation takes effect within that time (plus one read of the file). It then
   reports the tokens that vanished or changed (``on_revoked``): the front ends their
-  open streams. A damaged file is logged and the tokens read before stay in force.
+  open streams. A damaged file (or an unreachable token database) is logged and the
+  tokens read before stay in force.
 
 Blocking file I/O; the server calls it through ``trio.to_thread.run_sync``.
+
+With ``serve --store postgresql://…`` the tokens live in that database instead
+(``pgtokens.PgTokenStore``), so every node serves the same list: the same
+:class:`TokenBackend` interface, the same cache.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import trio
 
@@ -46,7 +51,7 @@ ACCESS_LEVELS: tuple[Access, ...] = ("full", "workspace", "readonly")
 TOKEN_FILE = "tokens.json"
 HOME_ENV = "HALO_ACTORS_HOME"
 _ACCOUNT = re.compile(r"[A-Za-z0-9-]{1,64}")
-_TOKEN_ID = re.compile(r"[0-9a-f]{8}")
+TOKEN_ID = re.compile(r"[0-9a-f]{8}")
 log = get_logger("halo_actors.http")
 
 
@@ -93,6 +98,32 @@ def check_access(access: str) -> Access:
         if access == level:
             return level
     raise InvalidInput(f"access must be one of {', '.join(ACCESS_LEVELS)}")
+
+
+class TokenBackend(Protocol):
+    """Where tokens are kept: this file store (the default), or the database of a
+    ``serve --store`` deployment (``pgtokens.PgTokenStore``). One interface, one test
+    suite; every method blocks (the server runs them in worker threads)."""
+
+    state_dir: Path
+    """The node's state directory (never served, never shown to commands)."""
+
+    @property
+    def path(self) -> Path | str:
+        """Where the tokens are, for messages."""
+        ...
+
+    def load(self) -> list[TokenInfo]: ...
+
+    def create(self, account_id: str, access: str, workspace: str | os.PathLike[str]) -> str: ...
+
+    def find(self, token: str) -> TokenInfo | None: ...
+
+    def revoke(self, token_or_id: str) -> TokenInfo | None: ...
+
+    def version(self) -> tuple[int, int, int]:
+        """Changes with every change of the token list."""
+        ...
 
 
 class TokenStore:
@@ -147,7 +178,7 @@ class TokenStore:
     def revoke(self, token_or_id: str) -> TokenInfo | None:
         """Remove the token named by its id or its full string; the removed one, or None."""
         tokens = self.load()
-        if _TOKEN_ID.fullmatch(token_or_id):
+        if TOKEN_ID.fullmatch(token_or_id):
             gone = next((t for t in tokens if t.id == token_or_id), None)
         else:
             digest = hash_token(token_or_id)
@@ -182,11 +213,11 @@ class TokenStore:
 
 
 class TokenCache:
-    """The server's view of a :class:`TokenStore`: a hash → token map, reloaded on change."""
+    """The server's view of a :class:`TokenBackend`: a hash → token map, reloaded on change."""
 
     def __init__(
         self,
-        store: TokenStore,
+        store: TokenBackend,
         *,
         reload_every: float = 0.5,
         on_revoked: Callable[[list[str]], None] = lambda hashes: None,
@@ -230,10 +261,10 @@ class TokenCache:
             await self._refresh(force=True)
 
     async def _reload_if_changed(self) -> None:
-        version = await trio.to_thread.run_sync(self.store.version)
-        if version == self._version:
-            return
         try:
+            version = await trio.to_thread.run_sync(self.store.version)
+            if version == self._version:
+                return
             tokens = await trio.to_thread.run_sync(self.store.load)
         except (InvalidInput, OSError) as exc:  # keep serving with the tokens we had
             log.error("token_file_unreadable", path=str(self.store.path), error=str(exc))

@@ -28,6 +28,7 @@ from .app import Front
 from .body import resume_id
 from .errors import ApiError, error_response
 from .frames import Projector, Resume, encode_push, session_frame
+from .remote import LogView, owned_here
 from .streams import media_state_at
 
 log = get_logger("halo_actors.http")
@@ -55,7 +56,7 @@ async def push(websocket: WebSocket) -> None:
         caller, workspace, session_id, after = await _target(front, websocket)
         sup = await front.runtimes.get(workspace)
         assert sup is not None
-        await sup.claim(session_id, create=False)
+        local = await owned_here(sup, session_id)  # else another node owns it: read the log
         ticket = front.open_stream(caller)
     except (ApiError, HaloError) as exc:
         await websocket.send_denial_response(error_response(exc))
@@ -66,7 +67,8 @@ async def push(websocket: WebSocket) -> None:
     try:
         buffer = front.settings.subscriber_buffer
         async with sup.log.subscribe(flt, cursor, buffer_size=buffer) as sub:
-            media = await media_state_at(sup, session_id, cursor)
+            reader = sup if local else await LogView.load(sup, session_id)
+            media = await media_state_at(reader, session_id, cursor)
             await websocket.accept()
             await websocket.send_text(encode_push(session_frame(cursor, session_id)))
             async with trio.open_nursery() as nursery:

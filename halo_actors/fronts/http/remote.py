@@ -1,0 +1,115 @@
+"""Reads of a session whose tree another node owns: answered from the shared log.
+
+With ``serve --store postgresql://…`` each tree is written by one node (its lease
+holder), but every node's log follows every commit (``PostgresEventLog``'s tail), so
+any node can answer the read routes (``/history``, ``/subscribe``, the WebSocket push)
+for any session. The owner answers from its runtime (:class:`SessionReader` is the
+part of the ``Supervisor`` the read paths use); a node that is not the owner folds the
+session from the log instead (:class:`LogView`) and streams from its own log.
+
+Invariants:
+- a view holds every record committed (on any node) before it was loaded: it first
+  catches the local log up to the database's head (``EventLog.catch_up``), so a client
+  that wrote on one node and reads on another sees its write;
+  a stream loads it only *after* registering its subscription, so a run that ends in
+  between is in the subscription (busy) or in the replay (idle), never lost;
+- "running" from the log: a round opened after the session's last ``agent_done``
+  (the owner's run is between its ``RoundStarted`` and its ``AgentDone``), or a live
+  session with queued messages (a run is about to take them, here or, after a
+  takeover, on the next owner);
+- frame ids are log seqs, the same on every node, so a ``Last-Event-ID`` from one
+  node resumes on any other with no gap and no duplicate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ...core.events import AgentDone, RoundStarted
+from ...core.log import EventFilter, EventLog
+from ...core.state import SessionState
+from ...runtime.ownership import OwnedElsewhere
+from ...runtime.supervisor import Supervisor
+from ...tools.files import Workspace
+
+
+class SessionReader(Protocol):
+    """What the read routes need of a runtime: the owner's ``Supervisor``, or a view."""
+
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def workspace(self) -> Workspace: ...
+
+    def exists(self, session_id: str) -> bool: ...
+
+    def state(self, session_id: str) -> SessionState: ...
+
+    def is_running(self, session_id: str) -> bool: ...
+
+
+@dataclass
+class LogView:
+    """One session as the shared log shows it (loaded with :meth:`load`)."""
+
+    log: EventLog
+    workspace: Workspace
+    session_id: str
+    _state: SessionState | None
+    _running: bool
+
+    @classmethod
+    async def load(cls, sup: Supervisor, session_id: str) -> LogView:
+        """Fold the session's durable records (its state, and whether a run is open)."""
+        await sup.log.catch_up()  # everything acknowledged on any node, read here
+        flt = EventFilter(session_id=session_id)
+        records = await sup.log.read(flt, until_seq=sup.log.last_seq)
+        state: SessionState | None = None
+        round_open = False
+        for record in records:
+            if state is None:
+                state = SessionState(session_id)
+            state.apply(record)
+            if isinstance(record.event, RoundStarted):
+                round_open = True
+            elif isinstance(record.event, AgentDone):
+                round_open = False
+        running = state is not None and (
+            round_open or (bool(state.mailbox) and state.lifecycle == "live")
+        )
+        return cls(sup.log, sup.workspace, session_id, state, running)
+
+    def exists(self, session_id: str) -> bool:
+        return (
+            session_id == self.session_id
+            and self._state is not None
+            and self._state.created_ts > 0
+            and self._state.lifecycle != "deleted"
+        )
+
+    def state(self, session_id: str) -> SessionState:
+        if session_id != self.session_id or self._state is None:
+            raise KeyError(session_id)
+        return self._state
+
+    def is_running(self, session_id: str) -> bool:
+        return session_id == self.session_id and self._running
+
+
+async def owned_here(sup: Supervisor, session_id: str) -> bool:
+    """Claim the session's tree for reading: True when this node holds it (or took it
+    now, loaded), False when another node owns it (read it from the log, ``LogView``)."""
+    try:
+        await sup.claim(session_id, create=False)
+    except OwnedElsewhere:
+        return False
+    return True
+
+
+async def reader_for(sup: Supervisor, session_id: str) -> SessionReader:
+    """The owner's runtime, or a view of the log when another node owns the tree."""
+    if await owned_here(sup, session_id):
+        return sup
+    return await LogView.load(sup, session_id)

@@ -1,0 +1,82 @@
+"""Tokens shared through the database: two real ``serve --store postgresql://…`` nodes.
+
+A token made with ``token create --store`` works on every node, also one made after
+the nodes started (the token list is the deployment's, not a node's); revoked with
+``token revoke --store``, it is refused by every node. The rule is "within 1 s": the
+time each node took is measured and printed (``-s``), not asserted (timing never gates
+a test; ``scripts/bench_pg.py`` reports it).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pg_support
+import pytest
+import trio
+from pg_nodes import Cluster, Node
+
+pytestmark = pytest.mark.pg
+
+BUDGET = 60.0
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
+    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
+    try:
+        yield nodes
+    finally:
+        nodes.close()
+
+
+def token_command(cluster: Cluster, *argv: str) -> str:
+    """``python -m halo_actors token … --store DSN --store-schema S``; its stdout."""
+    command = [sys.executable, "-m", "halo_actors", "token", *argv]
+    command += ["--store", cluster.dsn, "--store-schema", cluster.schema]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip()
+
+
+async def status(node: Node, token: str) -> int:
+    async with httpx.AsyncClient(base_url=node.url, timeout=10) as client:
+        resp = await client.get("/api/web/sessions", headers={"x-token": token})
+        return resp.status_code
+
+
+async def test_a_token_works_on_every_node_and_a_revocation_reaches_every_node(
+    cluster: Cluster,
+) -> None:
+    cluster.workspace.mkdir(parents=True)
+    first = token_command(
+        cluster, "create", "--account", "alice", "--workspace", str(cluster.workspace)
+    )
+    n1, n2 = cluster.node("n1"), cluster.node("n2")
+    async with trio.open_nursery() as nursery:
+        for node in (n1, n2):
+            nursery.start_soon(trio.to_thread.run_sync, node.start)
+    with trio.fail_after(BUDGET):
+        assert [await status(n1, first), await status(n2, first)] == [200, 200]
+        later = token_command(
+            cluster, "create", "--account", "bob", "--workspace", str(cluster.workspace)
+        )
+        for node in (n1, n2):  # made after the nodes started: each sees it (its next reload)
+            while await status(node, later) != 200:  # noqa: ASYNC110 - polls the node
+                await trio.sleep(0.05)
+        listed = token_command(cluster, "list")
+        assert "alice" in listed and "bob" in listed
+        await trio.to_thread.run_sync(token_command, cluster, "revoke", first)
+        revoked_at = time.monotonic()
+        took: dict[str, float] = {}
+        while len(took) < 2:
+            for node in (n1, n2):
+                if node.node_id not in took and await status(node, first) == 401:
+                    took[node.node_id] = time.monotonic() - revoked_at
+            await trio.sleep(0.02)
+        assert [await status(n1, later), await status(n2, later)] == [200, 200]
+    print(f"revocation refused after: {', '.join(f'{k} {v:.3f} s' for k, v in took.items())}")
