@@ -66,6 +66,7 @@ from ..core.log import EventLog
 from ..core.logger import get_logger
 from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
+from .gcpause import GC_PAUSE_SECONDS, GcPause
 from .orphans import command_started
 from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
 
@@ -527,7 +528,10 @@ class SessionActor:
 
 
 async def abort_together(
-    actors: list[SessionActor], how: Literal["stop", "archive"], grace: Callable[[str], float]
+    actors: list[SessionActor],
+    how: Literal["stop", "archive"],
+    grace: Callable[[str], float],
+    gc_pause: GcPause,
 ) -> list[bool]:
     """Abort many sessions (a cascade) in the caller's task, step by step for all of them:
     what :meth:`SessionActor.abort` does, without a task, a lock or a wait per session.
@@ -535,8 +539,10 @@ async def abort_together(
     Pipelined log only (every append is one synchronous step, so each step of each
     session is atomic), and only for sessions whose abort turn the caller claimed
     (``claim_abort_nowait``); each was counted in ``aborts_pending`` first. Their records
-    are stamped back to back, so they go to the log in one or a few commits. Returns,
-    per session, whether there was anything to stop.
+    are stamped back to back, so they go to the log in one or a few commits. Runs are
+    cut all at once and waited for one after the other (the wait is the longest run's
+    end, not the sum); the cyclic GC is paused while they unwind (``gcpause.py``), at
+    most ``GC_PAUSE_SECONDS``. Returns, per session, whether there was anything to stop.
     """
     had_work = [False] * len(actors)
     try:
@@ -544,14 +550,15 @@ async def abort_together(
             live = [
                 i for i, a in enumerate(actors) if a.state.lifecycle not in ("archived", "deleted")
             ]
-            for i in live:
-                actor = actors[i]
-                had_work[i] = actor.running or bool(actor.state.mailbox)
-                actor._append_nowait(*actor._abort_opening(how))
-                actor.cut_turn()
-            for i in live:
-                if (ended := actors[i].run_ended) is not None:
-                    await ended.wait()
+            with gc_pause.paused():
+                for i in live:
+                    actor = actors[i]
+                    had_work[i] = actor.running or bool(actor.state.mailbox)
+                    actor._append_nowait(*actor._abort_opening(how))
+                    actor.cut_turn()
+                with trio.move_on_after(GC_PAUSE_SECONDS):
+                    await _wait_runs_ended(actors, live)
+            await _wait_runs_ended(actors, live)
             groups = [i for i in live if actors[i]._process_groups]
             if groups:
                 async with trio.open_nursery() as nursery:
@@ -565,6 +572,12 @@ async def abort_together(
             assert actor._abort_lock is not None
             actor._abort_lock.release()
     return had_work
+
+
+async def _wait_runs_ended(actors: list[SessionActor], indexes: list[int]) -> None:
+    for i in indexes:
+        if (ended := actors[i].run_ended) is not None:
+            await ended.wait()
 
 
 class _Host:

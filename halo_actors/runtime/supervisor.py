@@ -62,6 +62,7 @@ from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
 from ..tools.sandbox import Sandbox
 from .driver import RunDriver
+from .gcpause import GcPause
 from .orphans import kill_orphans
 from .ownership import LOCAL, Ownership
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
@@ -111,6 +112,8 @@ class Supervisor:
         log, only those whose lease this node holds (``ownership.py``)."""
         self._tree_runs: dict[str, set[trio.CancelScope]] = {}
         """The cancel scope of every run task, per tree: dropping a tree cancels them."""
+        self._gc_pause = GcPause()
+        """Pauses the cyclic GC while a cascade's runs unwind (``gcpause.py``)."""
         self.driver = RunDriver(
             model,
             workspace,
@@ -598,18 +601,19 @@ class Supervisor:
         async def abort_one(actor: SessionActor) -> None:
             results.append(await actor.abort(how, grace(actor.agent_id)))
 
-        # Pipelined, the idle sessions (no run) whose abort turn is free are aborted together
-        # in this task, with no task, lock or wait per session; a session with a run gets
-        # a task of its own, as before (its abort waits for the run to end).
-        together = [
-            a for a in actors if self.log.pipelined and not a.running and a.claim_abort_nowait()
-        ]
+        # Pipelined, every session whose abort turn is free is aborted together in this
+        # task, runs and all, with no task, lock or wait per session; one whose abort is
+        # already under way (another cascade) gets a task of its own that waits its turn.
+        together = [a for a in actors if self.log.pipelined and a.claim_abort_nowait()]
         claimed = set(together)
-        async with trio.open_nursery() as nursery:
-            for actor in actors:
-                if actor not in claimed:
+        alone = [a for a in actors if a not in claimed]
+        if alone:
+            async with trio.open_nursery() as nursery:
+                for actor in alone:
                     nursery.start_soon(abort_one, actor)
-            results += await abort_together(together, how, grace)
+                results += await abort_together(together, how, grace, self._gc_pause)
+        else:
+            results += await abort_together(together, how, grace, self._gc_pause)
         await self.log.wait_durable(max(a.state.last_seq for a in actors))
         self._notify()
         for actor in actors:

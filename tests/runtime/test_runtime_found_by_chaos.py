@@ -190,6 +190,7 @@ async def test_listing_a_tree_never_fails_while_part_of_it_is_deleted(
                 while rt.sup.exists(child) or not listings:
                     listings.append([row["sessionId"] for row in rt.sup.describe_tree(root)])
                     await trio.lowlevel.checkpoint()
+            listings.append([row["sessionId"] for row in rt.sup.describe_tree(root)])  # done
 
             assert listings[-1] == [root]
             assert all(listing[0] == root for listing in listings)
