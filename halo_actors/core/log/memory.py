@@ -20,8 +20,8 @@ class MemoryEventLog(LogBase):
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self._records: list[Record] = []
-        self._by_session: dict[str, list[Record]] = {}
-        self._by_tree: dict[str, list[Record]] = {}
+        self._by_session: dict[str, list[Record] | Record] = {}
+        self._by_tree: dict[str, list[Record] | Record] = {}
 
     def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
         """Stored and durable at once (as durable as memory gets): published right here."""
@@ -37,19 +37,22 @@ class MemoryEventLog(LogBase):
 
     def _index(self, session_id: str, records: list[Record]) -> None:
         """Per session and per tree. While a tree is only its root session, both indexes
-        share one list (most sessions of a big idle population are lone roots)."""
-        mine = self._by_session.get(session_id)
-        if mine is None:
-            mine = self._by_session[session_id] = []
-        mine.extend(records)
+        share one entry (most sessions of a big idle population are lone roots), and an
+        entry of one record is that record, not a list of it (most idle sessions have
+        one: their ``session_created``)."""
+        by_tree = self._by_tree
+        old = self._by_session.get(session_id)
+        mine = self._by_session[session_id] = _grown(old, records)
         root = root_of(session_id)
-        tree = self._by_tree.get(root)
-        if tree is None:
-            self._by_tree[root] = mine if root == session_id else list(records)
-        elif tree is not mine:
-            if tree is self._by_session.get(root):  # the tree's first other session
-                tree = self._by_tree[root] = list(tree)
-            tree.extend(records)
+        tree = by_tree.get(root)
+        if session_id == root and (tree is None or tree is old):  # shared, still
+            by_tree[root] = mine
+        elif tree is None:
+            by_tree[root] = list(records)
+        elif session_id != root and tree is self._by_session.get(root):  # the first other one
+            by_tree[root] = [*_as_list(tree), *records]
+        else:
+            by_tree[root] = _grown(tree, records)
 
     async def read(
         self,
@@ -62,9 +65,9 @@ class MemoryEventLog(LogBase):
         self._check_open()
         await trio.lowlevel.checkpoint()
         if flt.session_id is not None:
-            source = self._by_session.get(flt.session_id, [])
+            source = _as_list(self._by_session.get(flt.session_id))
         elif flt.tree is not None:
-            source = self._by_tree.get(flt.tree, [])
+            source = _as_list(self._by_tree.get(flt.tree))
         else:
             source = self._records
         start = bisect.bisect_right(source, after_seq, key=lambda r: r.seq)
@@ -81,3 +84,19 @@ class MemoryEventLog(LogBase):
     async def aclose(self) -> None:
         self._close_subscriptions()
         await trio.lowlevel.checkpoint()
+
+
+def _grown(entry: list[Record] | Record | None, records: list[Record]) -> list[Record] | Record:
+    """``entry`` with ``records`` after it: one record alone stays bare; a list grows in place."""
+    if entry is None:
+        return records[0] if len(records) == 1 else list(records)
+    if isinstance(entry, Record):
+        return [entry, *records]
+    entry.extend(records)
+    return entry
+
+
+def _as_list(entry: list[Record] | Record | None) -> list[Record]:
+    if entry is None:
+        return []
+    return [entry] if isinstance(entry, Record) else entry
