@@ -179,6 +179,9 @@ class MessageQueued(_Event, frozen=True, tag="message_queued"):
     text: str
     images: tuple[str, ...] = ()
     source_session_id: str | None = None
+    inbox_id: int | None = None
+    """The shared inbox row it came through, when another node received it (a new
+    owner delivering rows left unsettled skips those already logged)."""
 
 
 class AssistantReplied(_Event, frozen=True, tag="assistant"):

@@ -7,7 +7,8 @@ the log (``Supervisor.recover_tree``) when this node takes its lease: because it
 creates the tree, because it is the first to address it, or because its lease expired
 (its owner died or stalled) and the takeover scan found it. A tree whose lease this
 node loses (not renewed in time, or a commit fenced) is dropped without writing
-(``Supervisor.drop_tree``). See ``docs/design/postgres.md`` (Nodes).
+(``Supervisor.drop_tree``). A message for a tree another node owns goes to it through
+the database (``forwarding.py``). See ``docs/design/postgres.md`` (Nodes).
 
 Invariants:
 - a tree is loaded here only while this node holds its lease, and loaded at most once
@@ -25,16 +26,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import trio
 from psycopg import sql
 
 from ..core.events import CommandStarted
+from ..core.log.inbox import Inbox
 from ..core.log.leases import TreeLeases
 from ..core.log.postgres import PostgresEventLog
 from ..core.logger import get_logger
+from .forwarding import Forwarding
 from .orphans import kill_orphans
 from .ownership import OwnedElsewhere
 from .supervisor import Supervisor, open_supervisor
@@ -61,6 +64,8 @@ class NodeOwnership:
         self._stale: set[str] = set()
         """Roots lost and still loaded: dropped before anything else happens to them."""
         self._locks: dict[str, trio.Lock] = {}
+        self.forwarding: Forwarding | None = None
+        """Messages to and from other nodes (set by ``open_node_supervisor``)."""
         self.nursery: trio.Nursery | None = None
         """Where drops of lost trees run (set by ``open_node_supervisor``)."""
         self._orphans = sql.Identifier(leases.log.schema, "node_orphans")
@@ -110,6 +115,20 @@ class NodeOwnership:
         log.info("tree_taken", root=root, epoch=taken.epoch, before=taken.before, runs=started)
         return True
 
+    async def forward(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        images: tuple[str, ...],
+        source: str | None,
+        mode: Literal["soft", "hard"],
+    ) -> Literal["started", "queued"]:
+        assert self.forwarding is not None, "set by open_node_supervisor"
+        return await self.forwarding.forward(
+            session_id, text, images=images, source=source, mode=mode
+        )
+
     # --- losing a tree -----------------------------------------------------------
 
     def lost(self, root: str) -> None:
@@ -127,6 +146,8 @@ class NodeOwnership:
     async def _drop_now(self, root: str) -> None:
         await self.sup.drop_tree(root)
         self._stale.discard(root)
+        if self.forwarding is not None:
+            self.forwarding.logged.pop(root, None)
         log.warning("tree_dropped", root=root, node=self.node_id)
 
     # --- takeover ------------------------------------------------------------------
@@ -237,10 +258,12 @@ async def open_node_supervisor(
                 )
             await ownership.kill_own_orphans()
             sup.owner = ownership
-            async with trio.open_nursery() as nursery:
+            async with Inbox.open(event_log) as inbox, trio.open_nursery() as nursery:
+                forwarding = ownership.forwarding = Forwarding(ownership, inbox)
                 ownership.nursery = nursery
                 await ownership.scan()
                 nursery.start_soon(ownership.scan_forever)
+                nursery.start_soon(forwarding.deliver_forever)
                 try:
                     yield sup
                 finally:

@@ -14,7 +14,7 @@ import re
 import secrets
 import socket
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from ..core.errors import InvalidInput, SessionUnavailable
 
@@ -35,12 +35,36 @@ class Ownership(Protocol):
         existed is not claimed (nothing to load; the caller finds no session)."""
         ...
 
+    async def forward(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        images: tuple[str, ...],
+        source: str | None,
+        mode: Literal["soft", "hard"],
+    ) -> Literal["started", "queued"]:
+        """Hand a message for a tree another node owns to that node; return once it is
+        durable in the shared log, with what it did there (started a run, or queued)."""
+        ...
+
 
 class _Local:
     """One runtime alone on its log: every tree is its own."""
 
     async def claim(self, root: str, *, create: bool) -> None:
         return None
+
+    async def forward(
+        self,
+        session_id: str,
+        text: str,
+        *,
+        images: tuple[str, ...],
+        source: str | None,
+        mode: Literal["soft", "hard"],
+    ) -> Literal["started", "queued"]:
+        raise SessionUnavailable("no other node: every tree is this runtime's own")
 
 
 LOCAL: Ownership = _Local()

@@ -244,11 +244,18 @@ class SessionActor:
     # --- inbound messages ------------------------------------------------------
 
     async def deliver(
-        self, text: str, images: tuple[str, ...], source: str | None, mode: Mode
+        self,
+        text: str,
+        images: tuple[str, ...],
+        source: str | None,
+        mode: Mode,
+        inbox_id: int | None = None,
     ) -> Delivered:
         """Log the message. The caller starts a run if told to, and acknowledges the
         message only once the log is durable up to the returned seq."""
-        queued = MessageQueued(text=text, images=images, source_session_id=source)
+        queued = MessageQueued(
+            text=text, images=images, source_session_id=source, inbox_id=inbox_id
+        )
         size = ROUND_OVERHEAD_BYTES + message_bytes(QueuedMessage(text, images, source))
         if size > self._log.max_event_bytes:
             raise EventTooLarge(

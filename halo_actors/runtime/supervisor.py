@@ -64,7 +64,7 @@ from ..tools.sandbox import Sandbox
 from .driver import RunDriver
 from .gcpause import GcPause
 from .orphans import kill_orphans
-from .ownership import LOCAL, Ownership
+from .ownership import LOCAL, OwnedElsewhere, Ownership
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Delivered, Mode, SessionActor, abort_together, closing_events
@@ -319,14 +319,50 @@ class Supervisor:
         mode: Mode = "soft",
     ) -> Delivery:
         """Deliver a message: idle → it starts a run; busy → queued plus an interrupt.
-        Returns (the acknowledgement) once the message is durable."""
+        Returns (the acknowledgement) once the message is durable. With a shared log, a
+        message for a tree another node owns is forwarded to it (``cluster.py``) and
+        acknowledged once it is durable in that node's log."""
+        try:
+            await self.claim(target, create=False)
+        except OwnedElsewhere:
+            return await self.owner.forward(target, text, images=images, source=source, mode=mode)
+        delivery, _ = await self.accept(target, text, images=images, source=source, mode=mode)
+        return delivery
+
+    async def accept(
+        self,
+        target: str,
+        text: str,
+        *,
+        images: tuple[str, ...] = (),
+        source: str | None = None,
+        mode: Mode = "soft",
+        inbox_id: int | None = None,
+    ) -> tuple[Delivery, int]:
+        """``send`` to a tree held here (never forwarded): the delivery and the seq of the
+        message's record, once durable. ``inbox_id``: the shared inbox row it came from."""
         await self.claim(target, create=False)
-        delivered = await self._deliver(target, text, images, source, mode)
+        delivered = await self._deliver(target, text, images, source, mode, inbox_id)
         await self.log.wait_durable(delivered.seq)
-        return "started" if delivered.start_run else "queued"
+        return ("started" if delivered.start_run else "queued"), delivered.seq
+
+    async def here(self, session_id: str) -> bool:
+        """Claim ``session_id``'s tree, taking its lease if it is new or free; False when
+        another node owns it (a message for it is then forwarded by ``send``)."""
+        try:
+            await self.claim(session_id)
+        except OwnedElsewhere:
+            return False
+        return True
 
     async def _deliver(
-        self, target: str, text: str, images: tuple[str, ...], source: str | None, mode: Mode
+        self,
+        target: str,
+        text: str,
+        images: tuple[str, ...],
+        source: str | None,
+        mode: Mode,
+        inbox_id: int | None = None,
     ) -> Delivered:
         """``send`` without the wait: for a report, which crosses to another session of the
         same log. The log is durable as a prefix, so the report can never be durable (or
@@ -337,7 +373,7 @@ class Supervisor:
             raise SessionUnavailable(f"session {target} is {actor.state.lifecycle}")
         if source is None:  # a person's message to a session that cannot run is refused
             self._profile(actor.agent_id)
-        delivered = await actor.deliver(text, images, source, mode)
+        delivered = await actor.deliver(text, images, source, mode, inbox_id)
         if delivered.start_run:
             self._start_run(actor)
         return delivered

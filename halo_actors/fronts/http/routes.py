@@ -88,7 +88,7 @@ async def chat(request: Request) -> Response:
     sup = await front.runtimes.get(workspace)
     assert sup is not None
     session_id = explicit or front.active.resolve(workspace, caller, sup)
-    await sup.claim(session_id)
+    await sup.here(session_id)  # a tree owned by another node: its messages are forwarded
     command = parse_command(body.message)
     if command is not None:
         plan = await command_stream(front, caller, sup, workspace, session_id, command)

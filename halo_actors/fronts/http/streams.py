@@ -164,7 +164,7 @@ class ChatPlan:
     async def open(self, stack: AsyncExitStack) -> list[Frame]:
         sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
         first = [session_frame(sub.cursor, self.session_id)]
-        if not self.sup.exists(self.session_id):
+        if not self.sup.exists(self.session_id) and await self.sup.here(self.session_id):
             await self.sup.create_session(
                 self.session_id, agent_id=self.agent_id or "default", access=self.access
             )
