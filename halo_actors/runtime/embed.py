@@ -28,6 +28,7 @@ from ..tools.registry import ToolRegistry
 from ..tools.sandbox import Sandbox
 from .models import ProfileModels, resolve_model
 from .ownership import ClusterStore
+from .passivation import DEFAULT_RESIDENT_IDLE
 from .profiles import Profiles
 from .supervisor import Supervisor, open_supervisor
 
@@ -57,6 +58,7 @@ async def open_runtime(
     access: Access = "full",
     sandbox: Sandbox | None = None,
     cluster: ClusterStore | None = None,
+    resident_idle: int | None = DEFAULT_RESIDENT_IDLE,
 ) -> AsyncIterator[Supervisor]:
     """Run the runtime of ``workspace`` until the block exits.
 
@@ -76,6 +78,9 @@ async def open_runtime(
 
     ``cluster``: keep the log in PostgreSQL, shared with other nodes (``docs/deploy.md``):
     this runtime then owns only the trees whose lease it holds (``cluster.py``).
+    ``resident_idle``: how many sessions at rest stay in memory; the others are
+    passivated and rebuilt from the log when addressed (None: never; a log that cannot
+    be read synchronously never passivates; ``docs/design/passivation.md``).
     """
     registry = ToolRegistry(tools)
     ws = await trio.to_thread.run_sync(open_workspace, workspace)
@@ -105,6 +110,7 @@ async def open_runtime(
             tools=registry,
             access=access,
             sandbox=sandbox,
+            resident_idle=resident_idle,
         ) as supervisor:
             yield supervisor
     finally:

@@ -44,6 +44,8 @@ class Identity(NamedTuple):
     """Start time, clock ticks since boot."""
     boot_id: str
     pgrp: int
+    state: str = ""
+    """The process state letter (``Z``: a zombie, dead and not reaped yet)."""
 
 
 @functools.cache
@@ -67,7 +69,7 @@ def process_identity(pid: int) -> Identity | None:
     fields = raw[raw.rfind(b")") + 2 :].split()
     if len(fields) <= _STARTTIME:
         return None
-    return Identity(int(fields[_STARTTIME]), boot_id(), int(fields[2]))
+    return Identity(int(fields[_STARTTIME]), boot_id(), int(fields[2]), fields[0].decode())
 
 
 def command_started(pgid: int) -> CommandStarted:
@@ -80,7 +82,9 @@ def command_started(pgid: int) -> CommandStarted:
 
 def provably_ours(command: CommandStarted) -> bool:
     """The recorded group's leader is still there, leads its group, and is the very
-    process that was recorded (same boot, same start time)."""
+    process that was recorded (same boot, same start time); a leader that is a zombie
+    (killed with the crash, not reaped yet) counts only while a member of its group
+    still lives (there is then something to kill)."""
     if not command.started or not command.boot_id or command.pgid <= 1:
         return False
     now = process_identity(command.pgid)
@@ -89,7 +93,18 @@ def provably_ours(command: CommandStarted) -> bool:
         and now.pgrp == command.pgid
         and (now.started, now.boot_id) == (command.started, command.boot_id)
         and command.pgid != os.getpgrp()
+        and (now.state != "Z" or _group_has_a_live_member(command.pgid))
     )
+
+
+def _group_has_a_live_member(pgid: int) -> bool:
+    """Some process other than a zombie is in group ``pgid`` (a scan of ``/proc``)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != pgid:
+            member = process_identity(int(entry))
+            if member is not None and member.pgrp == pgid and member.state != "Z":
+                return True
+    return False
 
 
 async def kill_orphans(commands: Iterable[CommandStarted], grace: float) -> list[int]:

@@ -241,6 +241,24 @@ class SessionActor:
     def running(self) -> bool:
         return self.run_ended is not None
 
+    def at_rest(self) -> bool:
+        """Nothing in flight and nothing owed: no run, abort, append or command, no queued
+        message, no open turn or compaction (``passivation.py`` may drop such an actor)."""
+        state = self.state
+        return (
+            self.run_ended is None
+            and not self.aborts_pending
+            and (self._emit_lock is None or not self._emit_lock.locked())
+            and (self._abort_lock is None or not self._abort_lock.locked())
+            and not self._process_groups
+            and not self.compact_requested
+            and not self.owed_interim
+            and not state.turn_open
+            and not state.is_compacting
+            and not state.parked_folds
+            and (not state.mailbox or state.lifecycle == "archived")
+        )
+
     # --- inbound messages ------------------------------------------------------
 
     async def deliver(

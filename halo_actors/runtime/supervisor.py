@@ -55,8 +55,9 @@ from ..core.events import (
     SessionDeleted,
 )
 from ..core.log import EventFilter, EventLog
+from ..core.log.index import DELETED
 from ..core.logger import get_logger
-from ..core.state import SessionState
+from ..core.state import SessionState, replay
 from ..tools.base import Delivery, Tool
 from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
@@ -65,6 +66,7 @@ from .driver import RunDriver
 from .gcpause import GcPause
 from .orphans import kill_orphans
 from .ownership import LOCAL, OwnedElsewhere, Ownership
+from .passivation import DEFAULT_RESIDENT_IDLE, Registry
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
 from .session import Delivered, Mode, SessionActor, abort_together, closing_events
@@ -84,6 +86,7 @@ class Supervisor:
         *,
         access: Access = "full",
         sandbox: Sandbox | None = None,
+        resident_idle: int | None = DEFAULT_RESIDENT_IDLE,
     ) -> None:
         self.log = event_log
         self.default_access: Access = access
@@ -93,8 +96,11 @@ class Supervisor:
         self.profiles = profiles
         self.workspace = workspace
         self._nursery = nursery
-        self._actors: dict[str, SessionActor] = {}
-        self._children: dict[str, list[str]] = {}
+        self.registry = Registry(event_log, self._busy, resident_idle, nursery)
+        """Every session, resident or passivated (``passivation.py``)."""
+        self._actors: dict[str, SessionActor] = self.registry.resident
+        """The resident sessions (the registry's own dict)."""
+        self._children: dict[str, list[str]] = self.registry.children
         self._changed = trio.Event()
         """Set (and replaced) whenever a run starts or ends; waiters re-check their condition."""
         self._run_tasks: dict[str, int] = {}
@@ -129,7 +135,16 @@ class Supervisor:
     # --- lookup -----------------------------------------------------------------
 
     def actor(self, session_id: str) -> SessionActor:
-        actor = self._actors.get(ids.check_session_id(session_id))
+        """The session's actor; a passivated session is rebuilt here with a blocking read
+        (async code uses :meth:`resident`, which reads off the trio thread)."""
+        actor = self.registry.activate_sync(ids.check_session_id(session_id))
+        if actor is None:
+            raise SessionNotFound(f"session {session_id} not found")
+        return actor
+
+    async def resident(self, session_id: str) -> SessionActor:
+        """The session's actor, a passivated session rebuilt from its records first."""
+        actor = await self.registry.activate(ids.check_session_id(session_id))
         if actor is None:
             raise SessionNotFound(f"session {session_id} not found")
         return actor
@@ -137,12 +152,18 @@ class Supervisor:
     def state(self, session_id: str) -> SessionState:
         return self.actor(session_id).state
 
+    async def load(self, session_id: str) -> SessionState:
+        """:meth:`state`, rebuilding a passivated session without blocking the trio thread."""
+        return (await self.resident(session_id)).state
+
     def exists(self, session_id: str) -> bool:
-        return ids.is_safe_session_id(session_id) and session_id in self._actors
+        return ids.is_safe_session_id(session_id) and self.registry.known(session_id)
 
     def is_live(self, session_id: str) -> bool:
-        actor = self._actors.get(session_id)
-        return actor is not None and actor.state.lifecycle not in ("archived", "deleted")
+        return self.registry.lifecycle(session_id) not in (None, "archived", "deleted")
+
+    def is_passivated(self, session_id: str) -> bool:
+        return session_id in self.registry.passive
 
     def was_deleted(self, session_id: str) -> bool:
         """The session existed and was deleted (and has not been created again)."""
@@ -153,7 +174,18 @@ class Supervisor:
         return actor is not None and actor.running
 
     def sessions(self) -> list[SessionState]:
-        return [a.state for a in self._actors.values()]
+        """Every session's state: rebuilds every passivated one (blocking reads), so this is
+        for small runtimes (tests, demos); :meth:`roots` lists without rebuilding."""
+        return [self.actor(sid).state for sid in list(self.registry.ids())]
+
+    def roots(self) -> list[tuple[str, int, str]]:
+        """Every root session as ``(id, updated_ts, lifecycle)``, none rebuilt."""
+        registry = self.registry
+        return [
+            (sid, registry.updated_ts(sid), registry.lifecycle(sid) or "deleted")
+            for sid in list(registry.ids())
+            if ids.is_root(sid)
+        ]
 
     def children(self, session_id: str) -> list[str]:
         return list(self._children.get(session_id, ()))
@@ -225,11 +257,13 @@ class Supervisor:
         """
         sid = ids.check_session_id(session_id) if session_id else ids.mint_root(namespace)
         await self.claim(sid)
-        if sid in self._actors:
+        if self.registry.known(sid):
             return sid
         self._profile(agent_id)
         above = ids.parent_of(sid)
-        parent = self._actors.get(above) if above is not None else None
+        parent = await self.registry.activate(above) if above is not None else None
+        if self.registry.known(sid):  # created while the parent was rebuilt
+            return sid
         if above is not None and parent is None:
             raise InvalidInput(f"cannot create {sid}: its parent {above} does not exist")
         if parent is not None and parent.stopping:
@@ -263,10 +297,12 @@ class Supervisor:
             self._unregister(sid)
             raise
         await actor.wait_durable()
+        self.registry.note_idle(sid)
         return sid
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
-        self.actor(parent_id)
+        if not self.registry.known(ids.check_session_id(parent_id)):
+            raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
         await self.create_session(
             child,
@@ -281,20 +317,11 @@ class Supervisor:
 
     def _register(self, state: SessionState) -> SessionActor:
         actor = SessionActor(state, self.log)
-        self._actors[state.session_id] = actor
-        parent = ids.parent_of(state.session_id)
-        if parent is not None:
-            self._children.setdefault(parent, []).append(state.session_id)
+        self.registry.add_resident(actor)
         return actor
 
     def _unregister(self, session_id: str) -> None:
-        self._actors.pop(session_id, None)
-        parent = ids.parent_of(session_id)
-        if parent in self._children:
-            self._children[parent].remove(session_id)
-            if not self._children[parent]:
-                del self._children[parent]
-        self._children.pop(session_id, None)
+        self.registry.remove(session_id)
 
     def _profile(self, agent_id: str) -> AgentProfile:
         profile = self.profiles.get(agent_id)
@@ -368,7 +395,7 @@ class Supervisor:
         same log. The log is durable as a prefix, so the report can never be durable (or
         read by anyone) without the records it reports on; waiting here would only keep
         the child's run task alive, which its parent reads as "a report may still come"."""
-        actor = self.actor(target)
+        actor = await self.resident(target)
         if actor.state.lifecycle in ("archived", "deleted"):
             raise SessionUnavailable(f"session {target} is {actor.state.lifecycle}")
         if source is None:  # a person's message to a session that cannot run is refused
@@ -383,7 +410,11 @@ class Supervisor:
         return await self.send(target, text, source=source, mode="hard")
 
     async def interrupt_turn(self, target: str, mode: Mode) -> bool:
-        """A person's interrupt (no message) of ``target``'s running turn; False if none."""
+        """A person's interrupt (no message) of ``target``'s running turn; False if none
+        (a passivated session has none: it is not rebuilt for this)."""
+        if self.registry.known(ids.check_session_id(target)) and self.is_passivated(target):
+            await trio.lowlevel.checkpoint()
+            return False
         return await self.actor(target).interrupt_turn(mode)
 
     def _start_run(self, actor: SessionActor, compact_first: bool = False) -> None:
@@ -453,6 +484,7 @@ class Supervisor:
             if not self._run_tasks[sid]:
                 del self._run_tasks[sid]
             self._notify()
+            self.registry.note_idle(sid)
 
     # --- the run -----------------------------------------------------------------
 
@@ -494,7 +526,7 @@ class Supervisor:
 
     async def compact(self, session_id: str) -> Delivery:
         """Manual compaction: now when idle (as a run), else at the end of the current turn."""
-        actor = self.actor(session_id)
+        actor = await self.resident(session_id)
         if actor.state.lifecycle in ("archived", "deleted"):
             raise SessionUnavailable(f"session {session_id} is {actor.state.lifecycle}")
         if actor.claim_run():
@@ -610,20 +642,45 @@ class Supervisor:
         return result.unwrap()
 
     async def _delete_subtree(self, target: str) -> bool:
-        members = self.subtree(self.actor(target).session_id)
-        await self._abort_subtree(target, "archive")
-        for sid in reversed(members):
-            actor = self._actors.get(sid)
-            if actor is None:  # a concurrent delete got there first
-                continue
-            self._unregister(sid)
-            self._deleted.add(sid)
-            await actor.emit(SessionDeleted())
-        await self.log.wait_durable(self.log.stamped_seq)
+        if not self.registry.known(ids.check_session_id(target)):
+            raise SessionNotFound(f"session {target} not found")
+        members = self.subtree(target)
+        pinned = self.registry.pin(members)  # resident from their activation to their deletion
+        try:
+            await self._abort_subtree(target, "archive")
+            await self.registry.activate_tree_members(members)  # an archived subtree is not
+            for sid in reversed(members):
+                actor = self._actors.get(sid)
+                if actor is None:  # a concurrent delete got there first
+                    continue
+                self._unregister(sid)
+                self._deleted.add(sid)
+                await actor.emit(SessionDeleted())
+            await self.log.wait_durable(self.log.stamped_seq)
+        finally:
+            self.registry.unpin(pinned)
         return True
 
     async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:
-        root = self.actor(target)
+        if not self.registry.known(ids.check_session_id(target)):
+            raise SessionNotFound(f"session {target} not found")
+        pinned: list[str] = []
+        try:
+            # Rebuild every passivated member (pinned: none is passivated again meanwhile),
+            # then re-list: a child created during the reads is in the cascade too.
+            while passive := [s for s in self.subtree(target) if s not in self._actors]:
+                pinned += self.registry.pin(self.subtree(target))
+                await self.registry.activate_tree_members(passive)
+            return await self._abort_resident(target, how)
+        finally:
+            self.registry.unpin(pinned)
+
+    async def _abort_resident(self, target: str, how: Literal["stop", "archive"]) -> bool:
+        """The cascade once every member is resident; marks them all with no checkpoint
+        between the listing and the marking."""
+        root = self._actors.get(target)
+        if root is None:  # deleted while its subtree was rebuilt
+            raise SessionNotFound(f"session {target} not found")
         if root.state.lifecycle in ("archived", "deleted"):
             return False
         actors = [self._actors[s] for s in self.subtree(target)]
@@ -660,10 +717,8 @@ class Supervisor:
     # --- recovery ------------------------------------------------------------------
 
     async def recover(self) -> int:
-        """Rebuild every session from the log, close turns a crash left open, and start
-        a run for every session with queued messages: a message that was acknowledged
-        is answered, restart or not. Returns how many sessions got a run."""
-        return await self._restore(await self.log.read())
+        """After a restart: :meth:`recover_tree` for every tree of the log at once."""
+        return await self._recover(None)
 
     async def recover_tree(
         self,
@@ -671,28 +726,51 @@ class Supervisor:
         *,
         orphans: Callable[[list[CommandStarted]], Awaitable[None]] | None = None,
     ) -> int:
-        """What :meth:`recover` does, for tree ``root`` alone (a node that just took its
-        lease). ``orphans``: given the command groups the previous owner's cut turns left,
-        instead of killing them here (they are that node's to kill, see ``ownership.py``)."""
-        return await self._restore(await self.log.read(EventFilter(tree=root)), orphans)
+        """Take the tree ``root`` over as a restart does, from the log's session index
+        (a node that just took its lease).
 
-    async def _restore(
+        Each of its sessions this supervisor does not know yet is registered; those with
+        an open turn or compaction, or with queued messages, are rebuilt at once (the
+        open turn closed, the commands a crash left killed, and the messages given a run:
+        an acknowledged message is answered, restart or not); the rest stay passivated
+        until they are next addressed (every one is rebuilt now when this runtime does
+        not passivate). Returns how many sessions got a run. ``orphans``: given the
+        command groups the previous owner's cut turns left, instead of killing them here
+        (they are that node's to kill, see ``ownership.py``).
+        """
+        sid = ids.check_session_id(root)
+        if not ids.is_root(sid):
+            raise InvalidInput(f"{root} is not the root of a tree")
+        return await self._recover(sid, orphans)
+
+    async def _recover(
         self,
-        records: Iterable[Record],
+        root: str | None,
         orphans: Callable[[list[CommandStarted]], Awaitable[None]] | None = None,
     ) -> int:
-        states: dict[str, SessionState] = {}
-        for record in records:
-            states.setdefault(record.session_id, SessionState(record.session_id)).apply(record)
+        summaries = [
+            s for s in await self.log.session_index(root) if not self.registry.known(s.session_id)
+        ]
+        summaries.sort(key=lambda s: (ids.depth(s.session_id), s.first_seq))
+        lazy = self.registry.resident_idle is not None
+        eager = [
+            s.session_id
+            for s in summaries
+            if s.created and s.life != DELETED and (s.needs_recovery or not lazy)
+        ]
+        states = await self._replay(eager, root, whole=not lazy)
+        rebuilt: list[SessionActor] = []
+        for summary in summaries:
+            sid = summary.session_id
+            if summary.life == DELETED:
+                self._deleted.add(sid)
+            elif sid in states:
+                rebuilt.append(self._register(states[sid]))
+            elif summary.created:
+                self.registry.add_passive(sid, summary.life, summary.ts)
         waiting: list[SessionActor] = []
-        for state in sorted(states.values(), key=lambda s: ids.depth(s.session_id)):
-            if state.lifecycle == "deleted":
-                self._deleted.add(state.session_id)
-            if state.lifecycle == "deleted" or not state.created_ts:
-                continue
-            if state.session_id in self._actors:
-                continue  # already here (a tree recovered twice: nothing to redo)
-            actor = self._register(state)
+        for actor in rebuilt:
+            state = actor.state
             if state.turn_open or state.is_compacting:
                 if orphans is None:
                     killed = await self._end_orphans(state)
@@ -706,13 +784,15 @@ class Supervisor:
         started = [actor for actor in waiting if actor.claim_run()]
         for actor in started:
             self._start_run(actor)
+        for actor in rebuilt:
+            self.registry.note_idle(actor.session_id)
         return len(started)
 
     async def drop_tree(self, root: str) -> None:
         """Forget tree ``root`` here without writing anything: another node owns it now.
         Its runs are cancelled (their commands' process groups killed on the way out,
         their closing records refused) and waited for; then its sessions are unloaded."""
-        members = [sid for sid in self._actors if ids.root_of(sid) == root]
+        members = [sid for sid in self.registry.ids() if ids.root_of(sid) == root]
         for scope in self._tree_runs.get(root, ()):
             scope.cancel()
         with trio.CancelScope(shield=True):
@@ -722,6 +802,22 @@ class Supervisor:
             self._unregister(sid)
             self._deleted.discard(sid)
         self._notify()
+
+    async def _replay(
+        self, session_ids: list[str], root: str | None, *, whole: bool
+    ) -> dict[str, SessionState]:
+        """The states of ``session_ids``: from one read of the log (or of the tree ``root``)
+        when ``whole``, else from one read per session."""
+        if whole:
+            flt = EventFilter() if root is None else EventFilter(tree=root)
+            by_session: dict[str, list[Record]] = {}
+            for record in await self.log.read(flt):
+                by_session.setdefault(record.session_id, []).append(record)
+            return {sid: replay(sid, by_session.get(sid, [])) for sid in session_ids}
+        return {
+            sid: replay(sid, await self.log.read(EventFilter(session_id=sid)))
+            for sid in session_ids
+        }
 
     async def stop_on_log_failure(self, scope: trio.CancelScope) -> None:
         """Fail-stop: once the log fails, nothing more can be made durable, and the
@@ -754,13 +850,17 @@ async def open_supervisor(
     access: Access = "full",
     sandbox: Sandbox | None = None,
     recover: bool = True,
+    resident_idle: int | None = DEFAULT_RESIDENT_IDLE,
 ) -> AsyncIterator[Supervisor]:
     """Run a supervisor; leaving the block cancels every run (turns close on restart).
     ``recover=False``: load nothing now (a node sharing its log loads a tree when it
     takes its lease, ``Supervisor.recover_tree``).
     ``tools``: custom tools beside the built-ins; every profile must name only tools
     that exist (else ``ProfileError``). If the log fails (fail-stop), the block is
-    cancelled and this raises the log's ``StoreFailed`` once every task has ended."""
+    cancelled and this raises the log's ``StoreFailed`` once every task has ended.
+    ``resident_idle``: how many sessions at rest stay in memory (the most recently used;
+    the others are passivated and rebuilt from the log when addressed); None keeps
+    every session resident (``docs/design/passivation.md``)."""
     tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
     profiles = profiles or Profiles()
     profiles.check_tools(tools)
@@ -774,6 +874,7 @@ async def open_supervisor(
             tools,
             access=access,
             sandbox=sandbox,
+            resident_idle=resident_idle,
         )
         nursery.start_soon(supervisor.stop_on_log_failure, nursery.cancel_scope)
         if recover:

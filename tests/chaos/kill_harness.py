@@ -9,6 +9,7 @@ on one workspace:
    queued behind the driver's turn) and ``subscribers`` SSE clients that follow the
    session forever with ``Last-Event-ID`` resumes. Every chat whose stream is cut
    resumes with ``/subscribe`` and ``Last-Event-ID`` until its terminal ``complete``.
+   Even seeds serve with ``--resident-idle 0``: every session at rest is passivated.
 2. ``kills`` times: after a seeded delay, SIGKILL the server (and every command it
    spawned), read the log read-only as the kill left it (a *snapshot*), restart the
    server on the same workspace. Clients see the connection break and carry on
@@ -80,6 +81,12 @@ class KillPlan:
     """Chance that a kill lands within 0.25 s of the start (recovery, first attaches)."""
     stillborn: float = 0.15
     """Chance that the restart after a kill is itself killed before it is ready."""
+
+    @property
+    def resident_idle(self) -> str:
+        """Even seeds passivate every session at rest (the most eager setting), odd ones
+        keep the default: the kills land while sessions are passivated, and while not."""
+        return "0" if self.seed % 2 == 0 else "1000"
 
 
 @dataclass
@@ -279,7 +286,7 @@ async def run_kills(plan: KillPlan, tmp: Path) -> KillRun:
     workspace.mkdir(parents=True)
     token = await create_token(state, workspace)
     env = {**os.environ, "HALO_ACTORS_HOME": str(state)}
-    argv = serve_argv(workspace, "--keepalive", "2")
+    argv = serve_argv(workspace, "--keepalive", "2", "--resident-idle", plan.resident_idle)
     cluster = Cluster()
     clients = Clients(run, cluster, token, rng)
     server = ServerProcess(argv, env, tmp / "server.stderr")

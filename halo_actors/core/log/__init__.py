@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import DEFAULT_MAX_EVENT_BYTES, DEFAULT_SUBSCRIBER_BUFFER, EventLog, LogBase
 from .fanout import Subscription
 from .filter import EVERYTHING, EventFilter
+from .index import SessionSummary
 from .memory import MemoryEventLog
 from .sqlite import SqliteEventLog
 
@@ -20,6 +21,7 @@ __all__ = [
     "EventLog",
     "LogBase",
     "MemoryEventLog",
+    "SessionSummary",
     "SqliteEventLog",
     "Subscription",
 ]

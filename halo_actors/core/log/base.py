@@ -38,6 +38,7 @@ from ..events import FRAME_ONLY_KINDS, Event, Record, encode_record, kind_of
 from ..ids import check_session_id
 from .fanout import FanOut, Subscription
 from .filter import EVERYTHING, EventFilter
+from .index import SessionSummary, fold_index
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20
 DEFAULT_SUBSCRIBER_BUFFER = 4_096
@@ -123,6 +124,20 @@ class EventLog(Protocol):
         """Catch-up subscription: everything stored after ``after_seq``, then the live tail."""
         ...
 
+    sync_reads: bool
+    """True when :meth:`read_session_sync` works (a passivated session can then be rebuilt
+    by a synchronous caller; see ``docs/design/passivation.md``)."""
+
+    async def session_index(self, root: str | None = None) -> list[SessionSummary]:
+        """Every session's summary (of the tree ``root`` only, if given), from the stored
+        records: which exist, which were deleted, which a restart must recover at once."""
+        ...
+
+    def read_session_sync(self, session_id: str) -> list[Record]:
+        """One session's stored records, by seq, read without yielding to trio (a blocking
+        read for a synchronous caller; ``read`` is the one to use from async code)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 
@@ -137,6 +152,7 @@ class LogBase:
     """
 
     pipelined = True
+    sync_reads = False
 
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         self.max_event_bytes = max_event_bytes
@@ -306,6 +322,15 @@ class LogBase:
         limit: int | None = None,
     ) -> list[Record]:
         raise NotImplementedError
+
+    async def session_index(self, root: str | None = None) -> list[SessionSummary]:
+        """The fold of every stored record (a full scan); a backend with an index of its
+        own (SQLite's ``sessions`` table) overrides this."""
+        flt = EVERYTHING if root is None else EventFilter(tree=root)
+        return list(fold_index(await self.read(flt)).values())
+
+    def read_session_sync(self, session_id: str) -> list[Record]:
+        raise NotImplementedError(f"{type(self).__name__} has no synchronous reads")
 
     def _close_subscriptions(self) -> None:
         self._closed = True

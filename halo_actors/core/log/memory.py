@@ -17,6 +17,8 @@ from .filter import EVERYTHING, EventFilter
 
 
 class MemoryEventLog(LogBase):
+    sync_reads = True
+
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self._records: list[Record] = []
@@ -80,6 +82,10 @@ class MemoryEventLog(LogBase):
             if flt.matches(record):
                 out.append(record)
         return out
+
+    def read_session_sync(self, session_id: str) -> list[Record]:
+        self._check_open()
+        return list(self._by_session.get(session_id, ()))
 
     async def aclose(self) -> None:
         self._close_subscriptions()

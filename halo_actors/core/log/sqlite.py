@@ -52,6 +52,7 @@ from halo_actors.core.logger import get_logger
 from ..errors import StoreClosed, StoreFailed
 from ..events import Event, Record, kind_of
 from ..ids import root_of
+from . import index
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
 from .filter import EVERYTHING, EventFilter
 
@@ -63,7 +64,8 @@ CHECKPOINT_PAGES = 1_000
 """About how many WAL pages the writer writes between two passive checkpoints."""
 PAGE_BYTES = 4_096
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS events (
     seq        INTEGER PRIMARY KEY,
     session_id TEXT    NOT NULL,
@@ -76,6 +78,8 @@ CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, seq);
 CREATE INDEX IF NOT EXISTS events_by_root ON events (root, seq);
 CREATE INDEX IF NOT EXISTS events_by_ts ON events (ts);
 """
+    + index.SCHEMA
+)
 _INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)"
 _records_decoder = msgspec.json.Decoder(list[Record])
 
@@ -122,6 +126,8 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
 class SqliteEventLog(LogBase):
     """Open with :meth:`open` (an async classmethod); close with :meth:`aclose`."""
 
+    sync_reads = True
+
     def __init__(
         self,
         path: Path,
@@ -145,6 +151,8 @@ class SqliteEventLog(LogBase):
         self._gate = threading.Lock()
         """Orders "queue an append" against "the writer failed and drained the queue"."""
         self._reader: sqlite3.Connection | None = None
+        self._sync_reader: sqlite3.Connection | None = None
+        """For :meth:`read_session_sync` only, used on the trio thread (made on first use)."""
         self._read_limiter = trio.CapacityLimiter(1)
         self._token = trio.lowlevel.current_trio_token()
         self._writer = threading.Thread(target=self._write_loop, name="halo-log-writer")
@@ -190,6 +198,7 @@ class SqliteEventLog(LogBase):
         else:
             self._reader = _connect(self.path, self._synchronous)
             self._reader.executescript(_SCHEMA)
+            index.backfill_table(self._reader)  # a file from before the session index
         row = self._reader.execute("SELECT COALESCE(MAX(seq), 0), COALESCE(MAX(ts), 0) FROM events")
         last_seq, last_ts = row.fetchone()
         return int(last_seq), int(last_ts)
@@ -292,6 +301,7 @@ class SqliteEventLog(LogBase):
         try:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(_INSERT, rows)
+            index.update_table(conn, (record for group in batch for record in group.records))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -350,6 +360,35 @@ class SqliteEventLog(LogBase):
 
         return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
 
+    async def session_index(self, root: str | None = None) -> list[index.SessionSummary]:
+        """From the ``sessions`` table (kept by the writer), not a scan of the records."""
+        self._check_open()
+        reader = self._reader
+        assert reader is not None, "opened by SqliteEventLog.open"
+        if not self._has_index(reader):  # a read-only file from before the index
+            return await super().session_index(root)
+        return await trio.to_thread.run_sync(
+            index.read_table, reader, root, limiter=self._read_limiter
+        )
+
+    @staticmethod
+    def _has_index(conn: sqlite3.Connection) -> bool:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sessions'").fetchone()
+        return found is not None
+
+    def read_session_sync(self, session_id: str) -> list[Record]:
+        """On the calling (trio) thread, from a connection of its own: one indexed query."""
+        self._check_open()
+        if self._sync_reader is None:
+            self._sync_reader = (
+                _connect_read_only(self.path)
+                if self.read_only
+                else _connect(self.path, self._synchronous)
+            )
+        sql, params = _select(EventFilter(session_id=session_id), 0, None, None)
+        bodies = [b for (b,) in self._sync_reader.execute(sql, params)]
+        return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
+
     async def aclose(self) -> None:
         """Commit what is queued, stop the writer and checkpointer, close everything."""
         if self._closed:
@@ -365,6 +404,8 @@ class SqliteEventLog(LogBase):
                 await trio.to_thread.run_sync(self._checkpointer.join)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
+            if self._sync_reader is not None:
+                self._sync_reader.close()
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

@@ -146,11 +146,9 @@ def _gone(sup: Supervisor, session_id: str) -> bool:
 def own_roots(sup: Supervisor, caller: Caller) -> list[tuple[str, int]]:
     """The caller's live (not archived or deleted) roots as ``(id, updated_ts)``."""
     return [
-        (s.session_id, s.updated_ts)
-        for s in sup.sessions()
-        if ids.is_root(s.session_id)
-        and caller.in_namespace(s.session_id)
-        and s.lifecycle not in ("archived", "deleted")
+        (sid, updated)
+        for sid, updated, lifecycle in sup.roots()  # none rebuilt (passivation.md)
+        if caller.in_namespace(sid) and lifecycle not in ("archived", "deleted")
     ]
 
 

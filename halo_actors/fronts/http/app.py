@@ -27,6 +27,7 @@ from ...core.errors import HaloError
 from ...core.log import DEFAULT_SUBSCRIBER_BUFFER
 from ...core.logger import get_logger
 from ...runtime.ownership import ClusterStore
+from ...runtime.passivation import DEFAULT_RESIDENT_IDLE
 from ...tools.base import Tool
 from ...tools.files import HALO_DIR
 from .addressing import ActiveSessions, Caller, authenticate, resolve_workspace
@@ -65,6 +66,8 @@ class FrontSettings:
     ``"openai:<model>"``; endpoint and key from the environment), or None for the
     scripted demo agent. Profiles may name models of their own."""
     tools: tuple[Tool, ...] = ()
+    resident_idle: int | None = DEFAULT_RESIDENT_IDLE
+    """Sessions at rest each runtime keeps in memory (None: all; ``docs/design/passivation.md``)."""
     """Custom tools (``@tool``) every runtime offers beside the built-ins."""
     token_reload: float = 0.5
     """Seconds between checks of the token file: a revoked token stops working, and its

@@ -17,6 +17,7 @@ import sys
 
 from ...core.errors import InvalidInput
 from ...runtime.ownership import ClusterStore, default_node_id
+from ...runtime.passivation import DEFAULT_RESIDENT_IDLE
 from .tokens import ACCESS_LEVELS, HOME_ENV, TokenBackend, TokenStore
 
 STATE_HELP = f"directory of the token file (default: ${HOME_ENV}, else ~/.halo_actors)"
@@ -78,6 +79,14 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=10.0,
         help="seconds a node owns a tree without renewing; another node takes the trees "
         "of a dead node after this (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--resident-idle",
+        type=_resident_idle,
+        default=DEFAULT_RESIDENT_IDLE,
+        metavar="N|off",
+        help="sessions at rest kept in memory per workspace; the others are passivated "
+        "and rebuilt from the log when addressed (default: %(default)s)",
     )
 
     token = commands.add_parser("token", help="create, list or revoke access tokens")
@@ -202,6 +211,7 @@ def _serve(args: argparse.Namespace) -> int:
         keepalive=args.keepalive,
         model=model,
         cluster=cluster,
+        resident_idle=args.resident_idle,
     )
     try:
         no_tokens = not settings.tokens.load()
@@ -271,6 +281,15 @@ def token_backend(state: str | None, store: str | None, schema: str = "halo") ->
     except ImportError:
         raise InvalidInput("--store needs psycopg: pip install 'halo_actors[pg]'") from None
     return PgTokenStore(store, schema, state_dir=state)
+
+
+def _resident_idle(raw: str) -> int | None:
+    """``--resident-idle``: a count of at least 0, or ``off`` (never passivate)."""
+    if raw == "off":
+        return None
+    if not raw.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a count or 'off', not {raw!r}")
+    return int(raw)
 
 
 def _fail(message: str) -> int:

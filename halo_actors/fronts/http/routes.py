@@ -126,14 +126,14 @@ async def list_sessions(request: Request) -> Response:
     cursor = digits(request.query_params.get("cursor"), "cursor")
     workspace, _ = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
-    rows = _page(sup, caller, cursor, PAGE_SIZE + 1) if sup is not None else []
+    rows = await _page(sup, caller, cursor, PAGE_SIZE + 1) if sup is not None else []
     more, rows = len(rows) > PAGE_SIZE, rows[:PAGE_SIZE]
     next_cursor = rows[-1]["updatedAt"] if more else None
     page = {"workspace": workspace, "sessions": rows, "nextCursor": next_cursor}
     return await _json_off_loop(page)  # 50 titles may be long
 
 
-def _page(
+async def _page(
     sup: Supervisor, caller: Caller, cursor: int | None, size: int
 ) -> list[dict[str, object]]:
     roots = sorted(own_roots(sup, caller), key=lambda r: (r[1], r[0]), reverse=True)
@@ -141,7 +141,7 @@ def _page(
     for session_id, updated in roots:
         if cursor is not None and updated >= cursor:
             continue
-        state = sup.state(session_id)
+        state = await sup.load(session_id)  # a passivated one is rebuilt off the trio thread
         title = state.title or state.description or None
         rows.append({"sessionId": session_id, "title": title, "updatedAt": updated})
         if len(rows) == size:

@@ -32,6 +32,7 @@ from ...core.errors import StoreFailed
 from ...core.logger import get_logger
 from ...runtime.embed import log_path, open_runtime
 from ...runtime.ownership import ClusterStore
+from ...runtime.passivation import DEFAULT_RESIDENT_IDLE
 from ...runtime.supervisor import Supervisor
 from ...tools.base import Tool
 from ...tools.files import HALO_DIR
@@ -50,9 +51,11 @@ class Runtimes:
         hidden: Callable[[], Iterable[str]] = tuple,
         tools: tuple[Tool, ...] = (),
         cluster: ClusterStore | None = None,
+        resident_idle: int | None = DEFAULT_RESIDENT_IDLE,
     ) -> None:
         self._nursery = nursery
         self._cluster = cluster
+        self._resident_idle = resident_idle
         self._model = model
         self._tools = tools
         self.sandbox = Sandbox(hidden=lambda: (*hidden(), *self._state_dirs()))
@@ -106,6 +109,7 @@ class Runtimes:
                 sandbox=self.sandbox,
                 tools=self._tools,
                 cluster=self._cluster,
+                resident_idle=self._resident_idle,
             ) as supervisor:
                 log.info("runtime_opened", workspace=workspace)
                 task_status.started(supervisor)

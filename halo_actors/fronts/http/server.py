@@ -100,6 +100,7 @@ async def open_server(
             hidden=lambda: front.hidden_paths(),
             tools=settings.tools,
             cluster=settings.cluster,
+            resident_idle=settings.resident_idle,
         )
         front = Front(settings, runtimes)
         try:
