@@ -68,7 +68,8 @@ class Registry:
         that cannot be read synchronously, or the embedder's choice)."""
         self.resident: dict[str, SessionActor] = {}
         self.passive: dict[str, int] = {}
-        """Passivated sessions: ``updated_ts << 2 | lifecycle code`` (never deleted)."""
+        """Passivated sessions (never deleted ones), each one int (:func:`_entry`): its
+        last seq, its last update time and its lifecycle."""
         self.children: dict[str, list[str]] = {}
         self._idle: dict[str, None] = {}
         """Resident sessions that came to rest, least recently first (the passivation order).
@@ -90,13 +91,13 @@ class Registry:
         if actor is not None:
             return actor.state.lifecycle
         code = self.passive.get(session_id)
-        return None if code is None else _NAMES[code & 3]
+        return None if code is None else _NAMES[code & _LIFE_MASK]
 
     def updated_ts(self, session_id: str) -> int:
         actor = self.resident.get(session_id)
         if actor is not None:
             return actor.state.updated_ts
-        return self.passive.get(session_id, 0) >> 2
+        return (self.passive.get(session_id, 0) >> _TS_SHIFT) & _TS_MASK
 
     def ids(self) -> Iterable[str]:
         yield from self.resident
@@ -108,8 +109,8 @@ class Registry:
         self.resident[sid] = actor
         self._link(sid)
 
-    def add_passive(self, session_id: str, life: int, updated_ts: int) -> None:
-        self.passive[session_id] = updated_ts << 2 | life
+    def add_passive(self, session_id: str, life: int, updated_ts: int, last_seq: int) -> None:
+        self.passive[session_id] = _entry(last_seq, updated_ts, life)
         self._link(session_id)
 
     def _link(self, session_id: str) -> None:
@@ -157,8 +158,9 @@ class Registry:
             finally:
                 del self._loading[session_id]
                 done.set()
-            if session_id in self.passive and session_id not in self.resident:
+            if self._current(session_id, records):
                 return self._install(session_id, records)
+            # else: rebuilt, used and passivated again during the read: read it again
 
     async def activate_tree_members(self, members: list[str]) -> None:
         """Make every one of ``members`` (sessions of one tree) resident: one read of the
@@ -174,9 +176,21 @@ class Registry:
         for record in records:
             if record.session_id in wanted:
                 by_session.setdefault(record.session_id, []).append(record)
-        for sid in passive:  # still passivated: nothing appended to them since the read
-            if sid in self.passive and sid not in self.resident:
-                self._install(sid, by_session.get(sid, []))
+        for sid in passive:
+            mine = by_session.get(sid, [])
+            if self._current(sid, mine):
+                self._install(sid, mine)
+            else:  # rebuilt meanwhile (resident now, or used and passivated again)
+                await self.activate(sid)
+
+    def _current(self, session_id: str, records: list[Record]) -> bool:
+        """``records`` (read while the session was passivated) are all of it now: it is
+        still passivated, and with the last seq it had when it was passivated. A read that
+        raced with a rebuild, a run and a second passivation ends earlier."""
+        code = self.passive.get(session_id)
+        if code is None or session_id in self.resident:
+            return False
+        return (records[-1].seq if records else 0) == code >> _SEQ_SHIFT
 
     def _install(self, session_id: str, records: list[Record]) -> SessionActor:
         state: SessionState = replay(session_id, records)
@@ -238,7 +252,9 @@ class Registry:
     def _passivate(self, actor: SessionActor) -> None:
         state = actor.state
         del self.resident[actor.session_id]
-        self.passive[actor.session_id] = state.updated_ts << 2 | _LIFE[state.lifecycle]
+        self.passive[actor.session_id] = _entry(
+            state.last_seq, state.updated_ts, _LIFE[state.lifecycle]
+        )
         self.passivations += 1
 
     async def _sweep_once_durable(self, seq: int) -> None:
@@ -255,3 +271,13 @@ class Registry:
 
 
 _NAMES: dict[int, Lifecycle] = {code: name for name, code in _LIFE.items()}
+_LIFE_MASK = 3
+_TS_SHIFT = 2
+_TS_MASK = (1 << 43) - 1
+"""Milliseconds since 1970 fit in 43 bits until the year 2248."""
+_SEQ_SHIFT = _TS_SHIFT + 43
+
+
+def _entry(last_seq: int, updated_ts: int, life: int) -> int:
+    """A passivated session's registry entry: ``last_seq | updated_ts | life`` in one int."""
+    return (last_seq << _SEQ_SHIFT) | (min(updated_ts, _TS_MASK) << _TS_SHIFT) | life

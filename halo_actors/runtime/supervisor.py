@@ -767,7 +767,7 @@ class Supervisor:
             elif sid in states:
                 rebuilt.append(self._register(states[sid]))
             elif summary.created:
-                self.registry.add_passive(sid, summary.life, summary.ts)
+                self.registry.add_passive(sid, summary.life, summary.ts, summary.last_seq)
         waiting: list[SessionActor] = []
         for actor in rebuilt:
             state = actor.state

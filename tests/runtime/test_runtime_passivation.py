@@ -26,11 +26,12 @@ from halo_actors.core.events import (
     AssistantReplied,
     Event,
     MessageQueued,
+    Record,
     RoundStarted,
     SessionCreated,
     TurnCompleted,
 )
-from halo_actors.core.log import EventFilter, EventLog, MemoryEventLog, SqliteEventLog
+from halo_actors.core.log import EVERYTHING, EventFilter, EventLog, MemoryEventLog, SqliteEventLog
 from halo_actors.core.state import SessionState, replay
 from halo_actors.runtime.supervisor import Supervisor, open_supervisor
 from halo_actors.tools.files import Workspace
@@ -284,3 +285,51 @@ async def test_recover_tree_takes_over_one_tree_as_a_restart_does(tmp_path: Path
             assert await sup.recover_tree(waiting) == 0  # known already: nothing twice
             with pytest.raises(Exception, match="not the root"):
                 await sup.recover_tree(f"{waiting}>kid_1")
+
+
+class GatedReads(MemoryEventLog):
+    """Async reads take their records, then wait for ``gate`` before returning them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = trio.Event()
+        self.gate.set()
+
+    async def read(
+        self,
+        flt: EventFilter = EVERYTHING,
+        *,
+        after_seq: int = 0,
+        until_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Record]:
+        records = await super().read(flt, after_seq=after_seq, until_seq=until_seq, limit=limit)
+        await self.gate.wait()
+        return records
+
+
+async def test_a_rebuild_whose_read_raced_with_another_life_reads_the_session_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    log = GatedReads()
+    with trio.fail_after(BUDGET):
+        async with runtime(tmp_path, log) as sup:
+            sid = await sup.create_session(ROOT)
+            await passivate(sup, sid)
+            log.gate = trio.Event()
+            loaded: list[SessionState] = []
+            async with trio.open_nursery() as nursery:
+
+                async def load() -> None:
+                    loaded.append(await sup.load(sid))
+
+                nursery.start_soon(load)
+                await trio.testing.wait_all_tasks_blocked()  # its read holds the old records
+                sup.state(sid)  # rebuilt meanwhile (a synchronous read), used, passivated
+                await sup.send(sid, "meanwhile")
+                await passivate(sup, sid)
+                log.gate.set()
+            (state,) = loaded
+            assert state.last_output == "ok"  # not the records its first read had
+            assert state == replay(sid, await log.read(EventFilter(session_id=sid)))
+            assert sup.state(sid) is state
