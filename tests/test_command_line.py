@@ -59,13 +59,18 @@ async def test_serve_with_a_port_out_of_range_prints_one_line_and_exits_2(tmp_pa
 async def test_serve_refuses_a_store_that_is_not_postgresql_or_bad_node_options(
     tmp_path: Path,
 ) -> None:
-    """Rule: a bad --store, schema, node id or lease ttl is one line and exit 2 (nothing opened)."""
+    """Rule: a bad --store, schema, node id, lease ttl or --resident-idle is one line and
+    exit 2 (nothing opened)."""
     cases = [
         (
             ["--store", "sqlite:///x.db"],
             "error: --store must be a postgresql:// URL, not 'sqlite:///x.db'",
         ),
         (["--node-id", "n1"], "error: --node-id needs --store (nodes share a PostgreSQL store)"),
+        (
+            ["--resident-idle", "-1"],
+            "error: --resident-idle must be a count (0 or more) or 'off', not '-1'",
+        ),
         (
             ["--store", "postgresql://u@127.0.0.1:1/x", "--node-id", "a b"],
             "error: node id 'a b' must be 1-64 of [A-Za-z0-9_.-]",

@@ -82,8 +82,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     serve.add_argument(
         "--resident-idle",
-        type=_resident_idle,
-        default=DEFAULT_RESIDENT_IDLE,
+        default=str(DEFAULT_RESIDENT_IDLE),
         metavar="N|off",
         help="sessions at rest kept in memory per workspace; the others are passivated "
         "and rebuilt from the log when addressed (default: %(default)s)",
@@ -191,6 +190,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         return _fail(f"port {args.port} is out of range (0-65535)")
+    if args.resident_idle != "off" and not args.resident_idle.isdigit():
+        return _fail(
+            f"--resident-idle must be a count (0 or more) or 'off', not {args.resident_idle[:40]!r}"
+        )
     try:
         workspaces = tuple(_workspace(raw, create=args.create) for raw in args.workspace)
     except InvalidInput as exc:
@@ -211,7 +214,7 @@ def _serve(args: argparse.Namespace) -> int:
         keepalive=args.keepalive,
         model=model,
         cluster=cluster,
-        resident_idle=args.resident_idle,
+        resident_idle=None if args.resident_idle == "off" else int(args.resident_idle),
     )
     try:
         no_tokens = not settings.tokens.load()
@@ -281,15 +284,6 @@ def token_backend(state: str | None, store: str | None, schema: str = "halo") ->
     except ImportError:
         raise InvalidInput("--store needs psycopg: pip install 'halo_actors[pg]'") from None
     return PgTokenStore(store, schema, state_dir=state)
-
-
-def _resident_idle(raw: str) -> int | None:
-    """``--resident-idle``: a count of at least 0, or ``off`` (never passivate)."""
-    if raw == "off":
-        return None
-    if not raw.isdigit():
-        raise argparse.ArgumentTypeError(f"expected a count or 'off', not {raw!r}")
-    return int(raw)
 
 
 def _fail(message: str) -> int:
