@@ -48,7 +48,7 @@ REPLAY_PAGE = 200
 
 def is_busy(sup: SessionReader, session_id: str) -> bool:
     """Running (a run exists, whatever it is doing) or compacting."""
-    if not sup.exists(session_id) or sup.is_passivated(session_id):  # passivated: at rest
+    if not sup.exists(session_id):
         return False
     state = sup.state(session_id)
     return state.turn_open or state.is_compacting or sup.is_running(session_id)
