@@ -85,7 +85,7 @@ class MemoryEventLog(LogBase):
 
     def read_session_sync(self, session_id: str) -> list[Record]:
         self._check_open()
-        return list(self._by_session.get(session_id, ()))
+        return list(_as_list(self._by_session.get(session_id)))
 
     async def aclose(self) -> None:
         self._close_subscriptions()
