@@ -1,8 +1,8 @@
 """Any node serves any read: two real ``serve --store postgresql://…`` nodes on loopback.
 
 Node n1 creates (and so owns) a tree and runs its turns; node n2 never owns it, yet
-answers ``/history``, ``/subscribe`` (SSE) and the WebSocket push for it from the
-shared log, and a follower cut on n1 resumes on n2 with ``Last-Event-ID``: no gap, no
+answers ``/history``, ``/subscribe`` (SSE), the WebSocket push and the tree stream for
+it from the shared log, and a follower cut on n1 resumes on n2 with ``Last-Event-ID``: no gap, no
 duplicate (the frames it got from n1 and then from n2 are exactly the run's frames).
 Reading never moves the lease.
 """
@@ -118,9 +118,15 @@ async def test_a_node_that_does_not_own_a_tree_answers_its_history_and_push_stre
             elsewhere = (await two.get("/api/web/history", params={"sessionId": root})).json()
             idle = await two.get("/api/web/subscribe", params={"sessionId": root})
             missing = await two.get("/api/web/history", params={"sessionId": root + "x"})
+            stored = await trio.to_thread.run_sync(cluster.records, root)
+            async with two.stream("GET", "/api/web/tree", params={"sessionId": root}) as resp:
+                assert resp.status_code == 200
+                tree = await SseStream(resp).take(1 + len(stored))
     assert elsewhere == on_owner
     assert elsewhere["running"] is False and len(elsewhere["messages"]) == 2
     assert [f.split("\n")[0] for f in idle.text.strip().split("\n\n")][-1].startswith("id: ")
     assert '"type":"complete"' in idle.text.replace(" ", "")
     assert missing.status_code == 404
+    assert tree[0].type == "tree"
+    assert [(f.id.seq, f.data["event"]) for f in tree[1:]] == [(r.seq, r.event) for r in stored]
     assert cluster.lease(root) == ("n1", 1)

@@ -49,6 +49,7 @@ from .app import Front, front_of
 from .body import digits
 from .errors import SESSION_NOT_FOUND, ApiError, error_response
 from .frames import Frame
+from .remote import reader_for
 from .routes import stream
 from .ws import (
     CLOSE_GOING_AWAY,
@@ -81,9 +82,9 @@ async def _target(front: Front, query: Mapping[str, str], headers: Mapping[str, 
         raise ApiError(400, "sessionId is required: the tree of which session?")
     root = ids.root_of(check_session_id(caller, explicit))
     sup = await front.runtimes.get(workspace, create=False)
-    if sup is not None:
-        await sup.claim(root, create=False)
-    if sup is None or not sup.exists(root):
+    # The owner's runtime, or (another node owns the tree) the shared log: any node streams it.
+    reader = await reader_for(sup, root) if sup is not None else None
+    if sup is None or reader is None or not reader.exists(root):
         raise ApiError(404, SESSION_NOT_FOUND)
     return TreeTarget(caller, sup, root, after)
 
