@@ -19,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 from proc_table import live_group_members
@@ -27,6 +28,14 @@ from served import START_BUDGET, STOP_GRACE, free_port
 
 from halo_actors.fronts.http.pgtokens import PgTokenStore
 from halo_actors.runtime.ownership import ClusterStore
+
+
+class RawRecord(NamedTuple):
+    seq: int
+    root: str
+    epoch: int
+    body: bytes
+    """The record's JSON, as ``encode_record`` wrote it."""
 
 
 @dataclass
@@ -181,6 +190,15 @@ class Cluster:
             StoredRecord(int(s), str(sid), int(e), str(k), json.loads(bytes(b))["event"])
             for s, sid, e, k, b in rows
         ]
+
+    def raw_records(self) -> list[RawRecord]:
+        """Every record of the workspace's log with its tree and epoch, in seq order."""
+        query = sql.SQL("SELECT seq, root, epoch, body FROM {} ORDER BY seq").format(
+            sql.Identifier(self.log_schema, "events")
+        )
+        with psycopg.connect(self.dsn, autocommit=True, connect_timeout=10) as conn:
+            rows = conn.execute(query).fetchall()
+        return [RawRecord(int(s), str(r), int(e), bytes(b)) for s, r, e, b in rows]
 
     def lease(self, root: str) -> tuple[str, int] | None:
         """(node, epoch) of ``root``'s lease row, or None."""

@@ -5,8 +5,8 @@ A local Anthropic Messages endpoint stands in for the model API in every block
 (``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``; ``fake_anthropic.py``). Shell blocks
 run in a scratch directory with this environment's ``bin/`` first on
 ``PATH`` (what ``. .venv/bin/activate`` does) and ``$HALO_ACTORS_HOME`` unset; the
-changes made to them: the documented port 9527 is replaced by a free one (runs in
-parallel never collide), and a ``demo`` command plays at ``--speed 0.2`` (the same
+changes made to them: the documented ports 9527 and 9528 are replaced by free ones (runs
+in parallel never collide), and a ``demo`` command plays at ``--speed 0.2`` (the same
 tour, with shorter pauses for a reader). Background jobs a session starts are killed
 at its end.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import tomllib
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import fake_anthropic
+import pg_support
 import pytest
 import trio
 from doc_blocks import CODE, DOCUMENTS, ROOT, Block, blocks, code_blocks, shell_documents
@@ -30,7 +32,12 @@ from halo_actors.runtime.profiles import load_profile
 
 BUDGET = 120.0
 BIN = Path(sys.executable).parent
-DOC_PORT = "9527"
+DOC_PORTS = ("9527", "9528")
+NEEDS_PG = "needs postgresql"
+"""The directive of a block that talks to PostgreSQL: its document's session then needs
+the test server (or skips where PostgreSQL tests skip), and its schema ``halo_deploy``
+becomes a fresh one of this run (dropped at the end)."""
+DOC_SCHEMA = "halo_deploy"
 
 
 def free_port() -> str:
@@ -67,7 +74,9 @@ async def run(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str
     return done.returncode, done.stdout.decode(errors="replace")
 
 
-def shell_session(document: Path, scratch: Path, port: str) -> str:
+def shell_session(
+    document: Path, scratch: Path, ports: dict[str, str], schema: str = DOC_SCHEMA
+) -> str:
     """One bash script of the document's ``sh`` blocks, in order."""
     parts = [
         "set -euo pipefail",
@@ -78,7 +87,8 @@ def shell_session(document: Path, scratch: Path, port: str) -> str:
             continue
         parts.append(f"cd {ROOT if block.in_repo else scratch}")
         parts.append(f"echo '## {block.name}'")
-        parts.append(_fast_demo(block.body.replace(DOC_PORT, port)))
+        body = re.sub(r"\b(9527|9528)\b", lambda m: ports[m.group(1)], block.body)
+        parts.append(_fast_demo(body.replace(DOC_SCHEMA, schema)))
     return "\n".join(parts) + "\n"
 
 
@@ -94,11 +104,16 @@ def _fast_demo(body: str) -> str:
 
 @pytest.mark.parametrize("document", shell_documents(), ids=lambda d: d.name)
 async def test_the_shell_blocks_of_a_document_run_as_written(
-    document: Path, tmp_path: Path, model_url: str
+    document: Path, tmp_path: Path, model_url: str, request: pytest.FixtureRequest
 ) -> None:
     """Rule: every command in the README and docs works as written (in the environment
     `make` created, activated)."""
-    script = shell_session(document, tmp_path, free_port())
+    schema = DOC_SCHEMA
+    if any(b.directive == NEEDS_PG for b in blocks(document)):
+        schemas: pg_support.SchemaFactory = request.getfixturevalue("pg_schemas")
+        schema = schemas.new()
+    ports = {port: free_port() for port in DOC_PORTS}
+    script = shell_session(document, tmp_path, ports, schema)
     (tmp_path / "session.sh").write_text(script)
     code, output = await run(
         ["bash", str(tmp_path / "session.sh")], tmp_path, environment(tmp_path, model_url)
