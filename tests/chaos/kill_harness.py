@@ -54,6 +54,7 @@ from halo_actors.core.events import (
     MailboxDiscarded,
     MailboxFolded,
     MessageQueued,
+    Notified,
     Record,
     RoundStarted,
     ToolReturned,
@@ -64,6 +65,7 @@ from halo_actors.core.state import QueuedMessage, SessionState
 from halo_actors.runtime.rounds import merge_round
 
 RESTARTED = "the runtime restarted"
+ORPHAN_NOTE = "left running by the crash"  # recovery killed a command's group
 ANSWER_WAIT = 60.0
 """Seconds after the load stops within which every queued message must be answered."""
 
@@ -417,10 +419,17 @@ def _verify_snapshot(run: KillRun, shot: Snapshot, records: list[Record]) -> Non
             run.problems.append(f"kill {shot.kill}: cut turn of {sid} {problem}")
 
 
+def _orphan_note(event: object) -> bool:
+    return isinstance(event, Notified) and ORPHAN_NOTE in event.text
+
+
 def closing_problem(after: list[Record]) -> str | None:
-    """A cut turn's first records after the restart: results, the error, ``complete``."""
+    """A cut turn's first records after the restart: a note per orphaned command group
+    the recovery killed, results, the error, ``complete``."""
     kinds = [r.event for r in after]
     i = 0
+    while i < len(kinds) and _orphan_note(kinds[i]):
+        i += 1
     while i < len(kinds) and isinstance(kinds[i], ToolReturned):
         i += 1
     if i >= len(kinds) or not isinstance(kinds[i], ErrorRaised):

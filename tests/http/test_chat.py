@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import trio
 from web_client import Harness, SseRead, sse, wait_until
 
@@ -166,3 +170,23 @@ async def test_an_owned_unknown_session_id_is_created_by_its_first_chat(harness:
             read = await sse(client, "POST", "/api/web/chat", json=body)
     assert read.frames[0].data == {"type": "session", "sessionId": "web_alice_premint"}
     assert (await harness.sup()).exists("web_alice_premint")
+
+
+async def test_every_frame_a_chat_streams_matches_the_documented_frame_schema(
+    harness: Harness,
+) -> None:
+    """Rule: the OpenAPI document describes every SSE frame, a complete's reason included
+    (the full hostile-HTTP suite found `complete` frames with `reason` it rejected)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    doc = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    frame_schema = {"$ref": "#/components/schemas/Frame", "components": doc["components"]}
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            reads = [
+                await sse(client, "POST", "/api/web/chat", json={"message": message})
+                for message in ("slow 3", "think", "bigtool")
+            ]
+    frames = [f.data for read in reads for f in read.frames]
+    assert {"type": "complete", "reason": "end_turn"} in frames
+    for frame in frames:
+        jsonschema.validate(frame, frame_schema)

@@ -245,7 +245,8 @@ def _frame_schemas() -> dict[str, Schema]:
         "SwitchFrame": frame("switch", {"sessionId": _STR}),
         "FileFrame": frame("file", {"path": _STR, "url": _STR}),
         "QueuedFrame": frame("queued"),
-        "CompleteFrame": frame("complete"),
+        # a complete that ends a turn says why (end_turn, interrupted, stopped, error, ...)
+        "CompleteFrame": _obj({"type": {"const": "complete"}, "reason": _STR}, ("type",)),
         "ErrorFrame": frame("error", {"error": _STR}),
     }
 
