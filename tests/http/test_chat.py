@@ -11,6 +11,8 @@ from web_client import Harness, SseRead, sse, wait_until
 
 from halo_actors.core.events import CLIENT_KINDS, FRAME_ONLY_KINDS
 
+OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
+
 
 async def test_chat_streams_session_first_then_the_run_to_its_terminal_complete(
     harness: Harness,
@@ -57,6 +59,10 @@ async def test_a_busy_session_answers_queued_and_the_queued_message_runs_after(
             await wait_until(lambda: any(s.turn_open for s in sup.sessions()))
             queued = await sse(client, "POST", "/api/web/chat", json={"message": "again"})
     assert queued.types() == ["session", "queued"]
+    # Rule: every frame id names exactly what came before it. `queued` showed nothing
+    # past the stream's cursor (the running turn's records, the message's own), so a
+    # client resuming from it must get them: its id is the cursor, not the log's head.
+    assert queued.frames[1].id == queued.frames[0].id
     # the first stream absorbed the batch boundary and carried the drained round too
     assert reads[0].types().count("complete") == 1
     assert [f.data["text"] for f in reads[0].frames if f.type == "user"] == ["slow 6", "again"]
@@ -178,7 +184,7 @@ async def test_every_frame_a_chat_streams_matches_the_documented_frame_schema(
     """Rule: the OpenAPI document describes every SSE frame, a complete's reason included
     (the full hostile-HTTP suite found `complete` frames with `reason` it rejected)."""
     jsonschema = pytest.importorskip("jsonschema")
-    doc = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+    doc = json.loads(OPENAPI.read_text())
     frame_schema = {"$ref": "#/components/schemas/Frame", "components": doc["components"]}
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:

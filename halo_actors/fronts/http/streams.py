@@ -170,7 +170,7 @@ class ChatPlan:
             )
         delivery = await self.sup.send(self.session_id, self.message, images=self.images)
         if delivery == "queued":
-            return [*first, queued_frame(self.sup.log.last_seq)]
+            return [*first, queued_frame(sub.cursor)]
         self._sub = sub
         return first
 
@@ -258,7 +258,7 @@ class RunPlan:
         sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
         first = [session_frame(sub.cursor, self.session_id)]
         if await self.start() == "queued":
-            return [*first, queued_frame(self.sup.log.last_seq)]
+            return [*first, queued_frame(sub.cursor)]
         self._sub = sub
         return first
 
