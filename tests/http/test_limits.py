@@ -174,6 +174,10 @@ async def test_revoking_a_token_ends_its_open_sse_streams_and_websockets_within_
                 nursery.start_soon(chat)
                 front = harness.server.front
                 await wait_until(lambda: front.open_streams == 1)
+                # a follower that arrives before the run starts gets the idle answer and
+                # ends at once: follow only the running session
+                sup = await harness.sup()
+                await wait_until(lambda: sup.is_running(sid))
                 nursery.start_soon(follow, client, "subscribe")
                 nursery.start_soon(follow, keeper, "kept")
                 url = _ws_url(harness, f"token={token}&sessionId={sid}")
