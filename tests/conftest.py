@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pg_support
 import pytest
+from pg_nodes import Cluster
 from served import WebServer
 from web_client import Harness, serve_harness
 
@@ -26,6 +27,17 @@ def pg_schemas() -> Iterator[pg_support.SchemaFactory]:
         yield factory
     finally:
         factory.drop_all()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
+    """Real ``serve --store`` nodes on loopback sharing one fresh schema (2 s leases);
+    every node is ended after the test."""
+    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
+    try:
+        yield nodes
+    finally:
+        nodes.close()
 
 
 # --- event log (core/log): every fixture here runs once per backend -------------

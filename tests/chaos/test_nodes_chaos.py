@@ -7,10 +7,6 @@ Rerun one seed with ``HALO_CHAOS_SEED=<seed>``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pg_support
 import pytest
 import trio
 from chaos_scale import FULL, TallyBook, scale, seeds
@@ -20,15 +16,6 @@ from pg_nodes import Cluster
 pytestmark = pytest.mark.pg
 
 SUITE = "nodes: kill -9, SIGSTOP"
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 @pytest.mark.parametrize("seed", seeds(7000, 1, 3))

@@ -11,11 +11,7 @@ receives a message takes the tree.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
-import pg_support
 import psycopg
 import pytest
 import trio
@@ -27,15 +23,6 @@ from web_client import Frame, SseStream
 pytestmark = pytest.mark.pg
 
 BUDGET = 60.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 async def chat(node: Node, token: str, session_id: str, text: str) -> list[Frame]:

@@ -8,11 +8,7 @@ message answered, every record of the new life under the next epoch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import httpx
-import pg_support
 import pytest
 import trio
 from pg_nodes import Cluster, StoredRecord
@@ -21,15 +17,6 @@ from web_client import SseStream
 pytestmark = pytest.mark.pg
 
 BUDGET = 60.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 def epochs(records: list[StoredRecord]) -> list[int]:

@@ -10,11 +10,8 @@ Reading never moves the lease.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pg_support
 import pytest
 import trio
 import trio_websocket
@@ -24,15 +21,6 @@ from web_client import Frame, SseStream
 pytestmark = pytest.mark.pg
 
 BUDGET = 60.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 async def start(*nodes: Node) -> None:

@@ -14,11 +14,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pg_support
 import pytest
 import trio
 from pg_nodes import Cluster, Node
@@ -26,15 +23,6 @@ from pg_nodes import Cluster, Node
 pytestmark = pytest.mark.pg
 
 BUDGET = 60.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=2.0)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 def token_command(cluster: Cluster, *argv: str) -> str:

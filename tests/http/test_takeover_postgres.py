@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
-import pg_support
 import psycopg
 import pytest
 import trio
@@ -31,15 +28,6 @@ pytestmark = pytest.mark.pg
 
 BUDGET = 90.0
 TTL = 2.0
-
-
-@pytest.fixture
-def cluster(tmp_path: Path, pg_schemas: pg_support.SchemaFactory) -> Iterator[Cluster]:
-    nodes = Cluster(tmp_path, pg_support.dsn(), pg_schemas.new(), ttl=TTL)
-    try:
-        yield nodes
-    finally:
-        nodes.close()
 
 
 async def start(*nodes: Node) -> None:
