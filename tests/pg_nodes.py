@@ -15,8 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -24,7 +22,7 @@ from typing import NamedTuple
 import psycopg
 from proc_table import live_group_members
 from psycopg import sql
-from served import START_BUDGET, STOP_GRACE, free_port
+from served import STOP_GRACE, free_port, spawn_serve
 
 from halo_actors.fronts.http.pgtokens import PgTokenStore
 from halo_actors.runtime.ownership import ClusterStore
@@ -62,41 +60,10 @@ class Node:
     def start(self) -> None:
         assert self.process is None, "already running"
         c = self.cluster
-        command = [
-            sys.executable,
-            "-m",
-            "halo_actors",
-            "serve",
-            "--port",
-            str(self.port),
-            "--state",
-            str(c.state),
-            "--workspace",
-            str(c.workspace),
-            "--store",
-            c.dsn,
-            "--store-schema",
-            c.schema,
-            "--node-id",
-            self.node_id,
-            "--lease-ttl",
-            str(c.ttl),
-            "--keepalive",
-            "5",
-        ]
-        with open(c.tmp / f"{self.node_id}.log", "a") as log:
-            self.process = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                start_new_session=True,
-            )
-        deadline = time.monotonic() + START_BUDGET
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()  # serve prints one line once it listens
-        assert "listening on" in line, f"node {self.node_id} did not start: {line!r}"
-        assert time.monotonic() < deadline
+        args = ["--port", str(self.port), "--state", str(c.state)]
+        args += ["--workspace", str(c.workspace), "--store", c.dsn, "--store-schema", c.schema]
+        args += ["--node-id", self.node_id, "--lease-ttl", str(c.ttl), "--keepalive", "5"]
+        self.process = spawn_serve(args, c.tmp / f"{self.node_id}.log", f"node {self.node_id}")
 
     def signal(self, signum: signal.Signals) -> None:
         assert self.process is not None

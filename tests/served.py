@@ -10,11 +10,11 @@ period) and waits for it, so no process outlives a test.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,32 +62,9 @@ class WebServer:
     def start(self) -> None:
         assert self.process is None, "already running"
         self.workspace.mkdir(parents=True, exist_ok=True)
-        command = [
-            sys.executable,
-            "-m",
-            "halo_actors",
-            "serve",
-            "--port",
-            str(self.port),
-            "--state",
-            str(self.state),
-            "--workspace",
-            str(self.workspace),
-            "--keepalive",
-            "5",
-        ]
-        self.process = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=open(self.tmp / "server.log", "a"),  # noqa: SIM115 - the child keeps it
-            text=True,
-            start_new_session=True,
-        )
-        deadline = time.monotonic() + START_BUDGET
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()  # the serve command prints one line when ready
-        assert "listening on" in line, f"the server did not start: {line!r}"
-        assert time.monotonic() < deadline
+        args = ["--port", str(self.port), "--state", str(self.state)]
+        args += ["--workspace", str(self.workspace), "--keepalive", "5"]
+        self.process = spawn_serve(args, self.tmp / "server.log", "the server")
 
     def stop(self) -> None:
         process, self.process = self.process, None
@@ -112,3 +89,23 @@ class WebServer:
             return await log.read(EventFilter(tree=root))
         finally:
             await log.aclose()
+
+
+def spawn_serve(args: list[str], log_file: Path, name: str) -> subprocess.Popen[str]:
+    """``python -m halo_actors serve ARGS`` in its own process group, stderr appended to
+    ``log_file``; returns once it printed its listening line (within START_BUDGET),
+    else kills its group and fails naming ``name``."""
+    command = [sys.executable, "-m", "halo_actors", "serve", *args]
+    with open(log_file, "a") as log:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+        )
+    assert process.stdout is not None
+    ready, _, _ = select.select([process.stdout], [], [], START_BUDGET)
+    line = process.stdout.readline() if ready else ""  # serve prints one line once it listens
+    if "listening on" not in line:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        process.stdout.close()
+        raise AssertionError(f"{name} did not start within {START_BUDGET} s: {line!r}")
+    return process
