@@ -35,6 +35,7 @@ from psycopg import sql
 from ..core.events import CommandStarted
 from ..core.log.inbox import Inbox
 from ..core.log.leases import TreeLeases
+from ..core.log.pglisting import live_roots_statement, title_of, titles_statement
 from ..core.log.postgres import PostgresEventLog
 from ..core.logger import get_logger
 from .forwarding import Forwarding
@@ -50,6 +51,12 @@ SCAN_EVERY = 1.0
 """Seconds between two looks for trees whose lease expired (their owner died or stalled)."""
 ORPHAN_GRACE = 2.0
 """Seconds a group left by this node's previous life gets between SIGTERM and SIGKILL."""
+
+
+class _Listing:
+    def __init__(self, schema: str) -> None:
+        self.live_roots = live_roots_statement(schema)
+        self.titles = titles_statement(schema)
 
 
 class NodeOwnership:
@@ -69,6 +76,7 @@ class NodeOwnership:
         self.nursery: trio.Nursery | None = None
         """Where drops of lost trees run (set by ``open_node_supervisor``)."""
         self._orphans = sql.Identifier(leases.log.schema, "node_orphans")
+        self._listing = _Listing(leases.log.schema)
 
     def _lock(self, root: str) -> trio.Lock:
         lock = self._locks.get(root)
@@ -86,18 +94,22 @@ class NodeOwnership:
                 return
             owner = await self.leases.owner(root)
             if owner is None and not create:
-                return  # no lease was ever taken: the tree has no record anywhere
+                return  # no lease was ever taken (no record anywhere), or the tree was deleted
             if owner is not None and owner[2] and owner[0] != self.node_id:
                 raise OwnedElsewhere(root, owner[0])
-            if not await self._take(root):
+            if not await self._take(root, create=create):
                 owner = await self.leases.owner(root)
+                if owner is None and not create:
+                    return  # a deleted tree (buried just now): nothing to load
                 raise OwnedElsewhere(root, owner[0] if owner else "unknown")
 
-    async def _take(self, root: str) -> bool:
-        """Caller holds the root's lock: take the lease if free and load the tree."""
+    async def _take(self, root: str, *, create: bool = False) -> bool:
+        """Caller holds the root's lock: take the lease if free and load the tree. A tree
+        found deleted (its owner died before burying its lease) is buried, not kept,
+        unless the caller is creating it anew."""
         if root in self._stale:
             await self._drop_now(root)
-        taken = await self.leases.take(root)
+        taken = await self.leases.take(root, create=create)
         if taken is None:
             return False
         try:
@@ -111,6 +123,10 @@ class NodeOwnership:
                 await self.leases.release(root)
                 await self.sup.drop_tree(root)
             raise
+        if not create and self.sup.was_deleted(root):
+            await self.leases.bury(root)
+            log.info("deleted_tree_buried", root=root, epoch=taken.epoch, before=taken.before)
+            return False
         self.loaded.add(root)
         log.info("tree_taken", root=root, epoch=taken.epoch, before=taken.before, runs=started)
         return True
@@ -128,6 +144,27 @@ class NodeOwnership:
         return await self.forwarding.forward(
             session_id, text, images=images, source=source, mode=mode
         )
+
+    async def deleted(self, root: str) -> None:
+        async with self._lock(root):
+            self.loaded.discard(root)
+            await self.leases.bury(root)
+            if self.forwarding is not None:
+                self.forwarding.logged.pop(root, None)
+
+    # --- listing every tree -------------------------------------------------------
+
+    async def roots(self, prefix: str) -> list[tuple[str, int]] | None:
+        rows = await self.leases.log.query(self._listing.live_roots, {"prefix": prefix})
+        return [(str(root), int(ts)) for root, ts in rows]  # type: ignore[call-overload]
+
+    async def titles(self, roots: list[str]) -> dict[str, str | None]:
+        rows = await self.leases.log.query(self._listing.titles, {"roots": roots})
+        out: dict[str, str | None] = {}
+        for root, created, messages in rows:
+            assert isinstance(created, bytes) and isinstance(messages, list)
+            out[str(root)] = title_of(created, [bytes(m) for m in messages])
+        return out
 
     # --- losing a tree -----------------------------------------------------------
 

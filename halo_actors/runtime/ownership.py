@@ -48,6 +48,21 @@ class Ownership(Protocol):
         durable in the shared log, with what it did there (started a run, or queued)."""
         ...
 
+    async def deleted(self, root: str) -> None:
+        """Tree ``root`` was deleted here (its records durable): no runtime takes it over
+        or loads it again, unless it is created anew."""
+        ...
+
+    async def roots(self, prefix: str) -> list[tuple[str, int]] | None:
+        """Every live (not archived or deleted) root whose id starts with ``prefix``, on any
+        node, as ``(id, updated_ts)``; None when this runtime's own registry knows every
+        tree (then ``Supervisor.roots`` is the list)."""
+        ...
+
+    async def titles(self, roots: list[str]) -> dict[str, str | None]:
+        """The titles of ``roots`` (listed by :meth:`roots`), as their states give them."""
+        ...
+
 
 class _Local:
     """One runtime alone on its log: every tree is its own."""
@@ -65,6 +80,15 @@ class _Local:
         mode: Literal["soft", "hard"],
     ) -> Literal["started", "queued"]:
         raise SessionUnavailable("no other node: every tree is this runtime's own")
+
+    async def deleted(self, root: str) -> None:
+        return None
+
+    async def roots(self, prefix: str) -> list[tuple[str, int]] | None:
+        return None
+
+    async def titles(self, roots: list[str]) -> dict[str, str | None]:
+        return {}
 
 
 LOCAL: Ownership = _Local()

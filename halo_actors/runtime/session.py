@@ -416,6 +416,8 @@ class SessionActor:
             self._turn_scope = scope
             try:
                 reason = await run_turn(host, setup, info)
+            except Fenced:
+                raise  # not a crash: this node lost the tree; its new owner closes the turn
             except Exception as exc:  # a bug in a turn must not take the runtime down
                 self.logger.exception("turn_crashed")
                 with trio.CancelScope(shield=True):

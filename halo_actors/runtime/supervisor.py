@@ -659,6 +659,8 @@ class Supervisor:
             await self.log.wait_durable(self.log.stamped_seq)
         finally:
             self.registry.unpin(pinned)
+        if ids.is_root(target):  # no node takes a deleted tree over (``ownership.py``)
+            await self.owner.deleted(target)
         return True
 
     async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:

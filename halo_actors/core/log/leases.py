@@ -15,6 +15,8 @@ Invariants:
 - a lease is taken only when it is free (no row, expired, or given up); a takeover
   waits for a commit in flight under the old epoch (that commit holds the row's
   share lock), so the old owner's records all precede the new owner's;
+- a deleted tree's lease is buried (``deleted``): never taken over, never claimed
+  again except by a node creating the tree anew;
 - a lease this node could not renew is dropped here at once (``on_lost``), and also
   when no renewal at all succeeded for a whole ``ttl`` (the database unreachable):
   a node never goes on believing it owns a tree past its lease.
@@ -60,7 +62,8 @@ class _Statements:
             " INSERT INTO {t} AS l (root, node, epoch, expires_at)"
             " VALUES (%(root)s, %(node)s, 1, {ttl})"
             " ON CONFLICT (root) DO UPDATE SET node = excluded.node, epoch = l.epoch + 1,"
-            " expires_at = excluded.expires_at WHERE l.expires_at < clock_timestamp()"
+            " expires_at = excluded.expires_at, deleted = FALSE"
+            " WHERE l.expires_at < clock_timestamp() AND (%(create)s OR NOT l.deleted)"
             " RETURNING epoch, (SELECT node FROM before)"
         ).format(t=t, ttl=ttl)
         self.give_up_node = sql.SQL(
@@ -76,11 +79,17 @@ class _Statements:
             "UPDATE {t} SET expires_at = '-infinity'"
             " WHERE node = %(node)s AND root = %(root)s AND epoch = %(epoch)s"
         ).format(t=t)
+        self.bury = sql.SQL(
+            "UPDATE {t} SET expires_at = '-infinity', deleted = TRUE"
+            " WHERE node = %(node)s AND root = %(root)s AND epoch = %(epoch)s"
+        ).format(t=t)
         self.expired = sql.SQL(
-            "SELECT root FROM {t} WHERE expires_at < clock_timestamp() ORDER BY root LIMIT %(limit)s"
+            "SELECT root FROM {t} WHERE expires_at < clock_timestamp() AND NOT deleted"
+            " ORDER BY root LIMIT %(limit)s"
         ).format(t=t)
         self.owner = sql.SQL(
-            "SELECT node, epoch, expires_at >= clock_timestamp() FROM {t} WHERE root = %(root)s"
+            "SELECT node, epoch, expires_at >= clock_timestamp() FROM {t}"
+            " WHERE root = %(root)s AND NOT deleted"
         ).format(t=t)
 
 
@@ -156,16 +165,18 @@ class TreeLeases:
             return True
         return await self.take(root) is not None
 
-    async def take(self, root: str) -> Taken | None:
+    async def take(self, root: str, *, create: bool = False) -> Taken | None:
         """Take ``root``'s lease if it is free: the new epoch and the node that held it
-        before (None for a new tree); None when it is held (here or elsewhere)."""
+        before (None for a new tree); None when it is held (here or elsewhere), or when
+        the tree was deleted (``bury``) and ``create`` is false."""
         check_session_id(root)
         if not is_root(root):
             raise ValueError(f"leases are per tree: {root!r} is not a root")
         if root in self.held:
             return None
         rows = await self._run(
-            self._sql.acquire, {"root": root, "node": self.node_id, "ttl": self.ttl}
+            self._sql.acquire,
+            {"root": root, "node": self.node_id, "ttl": self.ttl, "create": create},
         )
         if not rows:
             return None
@@ -190,7 +201,8 @@ class TreeLeases:
             self._lose(root)
 
     async def owner(self, root: str) -> tuple[str, int, bool] | None:
-        """``(node, epoch, live)`` of ``root``'s lease, or None if it never had one."""
+        """``(node, epoch, live)`` of ``root``'s lease, or None if it never had one (or the
+        tree was deleted: ``bury``)."""
         rows = await self._run(self._sql.owner, {"root": root})
         if not rows:
             return None
@@ -207,6 +219,16 @@ class TreeLeases:
         self.log.release(root)
         if epoch is not None:
             await self._run(self._sql.give_up, {"root": root, "node": self.node_id, "epoch": epoch})
+
+    async def bury(self, root: str) -> None:
+        """The tree ``root`` was deleted here: give its lease up for good. No node takes it
+        over (``expired`` skips it) or claims it again, except to create it anew
+        (``take(create=True)``)."""
+        epoch = self.held.pop(root, None)
+        self.log.release(root)
+        if epoch is not None:
+            await self._run(self._sql.bury, {"root": root, "node": self.node_id, "epoch": epoch})
+            log.info("lease_buried", root=root, epoch=epoch, node=self.node_id)
 
     def _lose(self, root: str) -> None:
         self.held.pop(root, None)

@@ -10,7 +10,8 @@ Tables:
   (0 when unfenced).
 - ``log_head``: one row, the last seq handed out and the last ts; its row lock is
   what orders commits (see ``postgres.py``).
-- ``leases``: which node owns which tree, under which epoch, until when.
+- ``leases``: which node owns which tree, under which epoch, until when; ``deleted``
+  marks a deleted tree (never taken over; taken again only to create it anew).
 
 A writer's connection holds a session-level advisory lock keyed on the schema
 (``writer_lock``): exclusive for a single-writer log, shared for shared-mode nodes.
@@ -58,6 +59,7 @@ CREATE TABLE IF NOT EXISTS {s}.leases (
     epoch      BIGINT      NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
 );
+ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS deleted BOOLEAN NOT NULL DEFAULT FALSE
 """
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)

@@ -49,12 +49,13 @@ import queue
 import re
 import secrets
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import cast
 
 import msgspec
 import psycopg
 import trio
+from psycopg import sql
 
 from ..errors import EventTooLarge, Fenced, InvalidInput, StoreClosed, StoreFailed
 from ..events import FRAME_ONLY_KINDS, Event, Record, encode_event, kind_of
@@ -471,6 +472,20 @@ class PostgresEventLog(LogBase):
         def run() -> list[Record]:
             bodies = [b for (b,) in reader.execute(query, params)]
             return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")  # type: ignore[arg-type]
+
+        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+
+    async def query(
+        self, statement: sql.Composed, params: Mapping[str, object]
+    ) -> list[tuple[object, ...]]:
+        """Run one read-only statement of this schema on the reader connection (listings,
+        ``pglisting.py``); its rows."""
+        self._check_open()
+        reader = self._reader
+        assert reader is not None, "opened by PostgresEventLog.open"
+
+        def run() -> list[tuple[object, ...]]:
+            return reader.execute(statement, params).fetchall()
 
         return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
 

@@ -127,12 +127,12 @@ class ActiveSessions:
     def set(self, workspace: str, caller: Caller, session_id: str) -> None:
         self._pointer[(workspace, caller.account_id)] = session_id
 
-    def resolve(self, workspace: str, caller: Caller, sup: Supervisor | None) -> str:
+    async def resolve(self, workspace: str, caller: Caller, sup: Supervisor | None) -> str:
         key = (workspace, caller.account_id)
         current = self._pointer.get(key)
         if current is not None and (sup is None or not _gone(sup, current)):
             return current
-        latest = latest_root(sup, caller) if sup is not None else None
+        latest = await latest_root(sup, caller) if sup is not None else None
         chosen = latest or ids.mint_root(caller.namespace)
         self._pointer[key] = chosen
         return chosen
@@ -143,8 +143,12 @@ def _gone(sup: Supervisor, session_id: str) -> bool:
     return sup.was_deleted(session_id) or (sup.exists(session_id) and not sup.is_live(session_id))
 
 
-def own_roots(sup: Supervisor, caller: Caller) -> list[tuple[str, int]]:
-    """The caller's live (not archived or deleted) roots as ``(id, updated_ts)``."""
+async def own_roots(sup: Supervisor, caller: Caller) -> list[tuple[str, int]]:
+    """The caller's live (not archived or deleted) roots as ``(id, updated_ts)``: with a
+    shared log, every node's, from the database (any node serves any request)."""
+    everywhere = await sup.owner.roots(caller.namespace + "_")
+    if everywhere is not None:
+        return everywhere
     return [
         (sid, updated)
         for sid, updated, lifecycle in sup.roots()  # none rebuilt (passivation.md)
@@ -152,6 +156,6 @@ def own_roots(sup: Supervisor, caller: Caller) -> list[tuple[str, int]]:
     ]
 
 
-def latest_root(sup: Supervisor, caller: Caller) -> str | None:
-    roots = own_roots(sup, caller)
+async def latest_root(sup: Supervisor, caller: Caller) -> str | None:
+    roots = await own_roots(sup, caller)
     return max(roots, key=lambda r: r[1])[0] if roots else None

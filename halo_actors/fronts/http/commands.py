@@ -19,6 +19,7 @@ Any other text starting with ``/`` is an ordinary message for the agent.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from functools import partial
@@ -30,6 +31,7 @@ from .addressing import Caller, check_session_id
 from .app import Front
 from .errors import ApiError
 from .frames import Frame, complete_frame, session_frame, switch_frame, text_frame
+from .remote import describe_tree_from_log, owned_here, reader_for
 from .sse import StreamPlan
 from .streams import FixedPlan, RunPlan
 
@@ -86,8 +88,7 @@ async def command_stream(
             target = check_session_id(caller, command.arg)
             front.active.set(workspace, caller, target)
             frames = [switch_frame(0, target)]
-            await sup.claim(target, create=False)
-            if not sup.exists(target):
+            if not (await reader_for(sup, target)).exists(target):  # its owner, or the log
                 note = f"session {target} does not exist yet: your next message starts it\n"
                 frames.append(text_frame(0, note))
             return FixedPlan(partial(_fixed, sup, session_id, frames))
@@ -101,7 +102,12 @@ async def command_stream(
                 front.settings.subscriber_buffer,
             )
         case "tree":
-            text = render_tree(sup, session_id)
+            if sup.exists(session_id) or await owned_here(sup, session_id):
+                text = render_tree(sup.describe_tree, sup.exists(session_id), session_id)
+            else:  # another node owns the tree: from the shared log
+                rows = await describe_tree_from_log(sup, ids.root_of(session_id))
+                exists = any(row["sessionId"] == session_id for row in rows)
+                text = render_tree(lambda _: rows, exists, session_id)
             return FixedPlan(partial(_fixed, sup, session_id, [text_frame(0, text)]))
         case "help":
             return FixedPlan(partial(_fixed, sup, session_id, [text_frame(0, HELP)]))
@@ -129,12 +135,14 @@ async def _fixed(
     return [Frame(seq, f.payload) for f in frames]
 
 
-def render_tree(sup: Supervisor, session_id: str) -> str:
-    if not sup.exists(session_id):
+def render_tree(
+    describe: Callable[[str], list[dict[str, object]]], exists: bool, session_id: str
+) -> str:
+    if not exists:
         return "No session yet: the first message creates it.\n"
     root = ids.root_of(session_id)
     lines = []
-    for row in sup.describe_tree(root):
+    for row in describe(root):
         sid = str(row["sessionId"])
         indent = "  " * ids.depth(sid)
         mark = " (this session)" if sid == session_id else ""

@@ -32,7 +32,7 @@ async def interrupt(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     if sup is not None:
         await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
@@ -47,7 +47,7 @@ async def archive(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     if sup is not None:
         await sup.claim(session_id, create=False)
     if sup is None or not sup.is_live(session_id):

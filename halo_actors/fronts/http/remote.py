@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...core import ids
 from ...core.events import AgentDone, RoundStarted
 from ...core.log import EventFilter, EventLog
 from ...core.state import SessionState
@@ -113,3 +114,44 @@ async def reader_for(sup: Supervisor, session_id: str) -> SessionReader:
     if await owned_here(sup, session_id):
         return sup
     return await LogView.load(sup, session_id)
+
+
+async def describe_tree_from_log(sup: Supervisor, root: str) -> list[dict[str, object]]:
+    """``Supervisor.describe_tree`` of a tree another node owns, folded from the log: the
+    same rows in the same order (parents before children, siblings by creation)."""
+    await sup.log.catch_up()
+    records = await sup.log.read(EventFilter(tree=root), until_seq=sup.log.last_seq)
+    states: dict[str, SessionState] = {}  # in first-record order, as the owner registers
+    round_open: dict[str, bool] = {}
+    for record in records:
+        sid = record.session_id
+        state = states.get(sid)
+        if state is None:
+            state = states[sid] = SessionState(sid)
+        state.apply(record)
+        if isinstance(record.event, RoundStarted):
+            round_open[sid] = True
+        elif isinstance(record.event, AgentDone):
+            round_open[sid] = False
+    children: dict[str | None, list[str]] = {}
+    for sid in states:
+        children.setdefault(ids.parent_of(sid), []).append(sid)
+    rows: list[dict[str, object]] = []
+    stack = [root] if root in states else []
+    while stack:
+        s = states[stack.pop()]
+        stack.extend(reversed(children.get(s.session_id, [])))
+        if s.lifecycle in ("archived", "deleted") or not s.created_ts:
+            continue
+        running = round_open.get(s.session_id, False) or (bool(s.mailbox) and s.lifecycle == "live")
+        rows.append(
+            {
+                "sessionId": s.session_id,
+                "parentId": s.parent_id,
+                "agentId": s.agent_id,
+                "status": "running" if running else s.status,
+                "queued": len(s.mailbox),
+                "title": s.title,
+            }
+        )
+    return rows

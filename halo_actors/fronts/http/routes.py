@@ -87,7 +87,7 @@ async def chat(request: Request) -> Response:
     caller.require_write()
     sup = await front.runtimes.get(workspace)
     assert sup is not None
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     await sup.here(session_id)  # a tree owned by another node: its messages are forwarded
     command = parse_command(body.message)
     if command is not None:
@@ -136,16 +136,19 @@ async def list_sessions(request: Request) -> Response:
 async def _page(
     sup: Supervisor, caller: Caller, cursor: int | None, size: int
 ) -> list[dict[str, object]]:
-    roots = sorted(own_roots(sup, caller), key=lambda r: (r[1], r[0]), reverse=True)
+    roots = sorted(await own_roots(sup, caller), key=lambda r: (r[1], r[0]), reverse=True)
+    page = [(sid, updated) for sid, updated in roots if cursor is None or updated < cursor]
+    page = page[:size]
+    # With a shared log the page may hold trees of other nodes: titles from the database.
+    titles = await sup.owner.titles([sid for sid, _ in page])
     rows: list[dict[str, object]] = []
-    for session_id, updated in roots:
-        if cursor is not None and updated >= cursor:
-            continue
-        state = await sup.load(session_id)  # a passivated one is rebuilt off the trio thread
-        title = state.title or state.description or None
+    for session_id, updated in page:
+        if session_id in titles:
+            title = titles[session_id]
+        else:
+            state = await sup.load(session_id)  # a passivated one is rebuilt off the loop
+            title = state.title or state.description or None
         rows.append({"sessionId": session_id, "title": title, "updatedAt": updated})
-        if len(rows) == size:
-            break
     return rows
 
 
@@ -156,7 +159,7 @@ async def stop(request: Request) -> Response:
     workspace, explicit = await _address(front, request, caller, body.workspace, body.session_id)
     caller.require_write()
     sup = await front.runtimes.get(workspace, create=False)
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     if sup is not None:
         await sup.claim(session_id, create=False)
     if sup is None or not sup.exists(session_id):
@@ -175,7 +178,7 @@ async def history(request: Request) -> Response:
         raise ApiError(400, f"Invalid limit (1 to {limits.history_max_limit})")
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     reader = await reader_for(sup, session_id) if sup is not None else None  # owner, or the log
     if reader is None or not reader.exists(session_id):
         if explicit is not None:
@@ -202,7 +205,7 @@ async def subscribe(request: Request) -> Response:
     after = resume_id(resume, "lastEventId")
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
-    session_id = explicit or front.active.resolve(workspace, caller, sup)
+    session_id = explicit or await front.active.resolve(workspace, caller, sup)
     local = sup is not None and await owned_here(sup, session_id)
     if sup is None or not (
         sup.exists(session_id)

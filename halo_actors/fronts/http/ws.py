@@ -90,7 +90,7 @@ async def _target(front: Front, websocket: WebSocket) -> tuple[Caller, str, str,
     if explicit is not None:
         return caller, workspace, check_session_id(caller, explicit), after
     sup = await front.runtimes.get(workspace, create=False)
-    return caller, workspace, front.active.resolve(workspace, caller, sup), after
+    return caller, workspace, await front.active.resolve(workspace, caller, sup), after
 
 
 async def _forward(websocket: WebSocket, sub: Subscription, projector: Projector) -> None:
