@@ -332,3 +332,69 @@ async def test_catch_up_publishes_every_append_another_node_acknowledged(
             assert await b.catch_up() >= record.seq
             assert (await b.read(EventFilter(session_id=f"s{n}")))[-1] == record
         assert await a.catch_up() == a.last_seq == b.last_seq
+
+
+async def test_a_node_opening_the_log_never_waits_for_a_commit_in_flight(
+    open_node: OpenNode, schema: str
+) -> None:
+    """Rule: a node that starts (or restarts) while others write takes none of their
+    locks. Its schema setup used to wait, holding a share lock on ``events``, for the
+    head row a committing writer held, while that writer waited for ``events``: the
+    deadlock killed the starting node (a restart in the nodes chaos suite)."""
+    await open_node("a")
+    writer = await run(lambda: psycopg.connect(pg_support.dsn()))  # one transaction, open
+    late: list[PostgresEventLog] = []
+    try:
+        s = sql.Identifier(schema)
+        # What a commit in flight holds: events for writing, the head row locked.
+        await run(lambda: writer.execute(sql.SQL("LOCK {}.events IN ROW EXCLUSIVE MODE").format(s)))
+        await run(
+            lambda: writer.execute(sql.SQL("UPDATE {}.log_head SET last_seq = last_seq").format(s))
+        )
+        async with trio.open_nursery() as nursery:
+
+            async def open_late() -> None:
+                late.append(await open_node("b"))
+
+            nursery.start_soon(open_late)
+            with trio.move_on_after(BUDGET / 2):
+                while not late:  # noqa: ASYNC110 - the open is a thread: nothing to wait on
+                    await trio.sleep(0.05)
+            opened_while_held = bool(late)
+            await run(writer.rollback)  # lets a blocked open finish, so the test ends
+    finally:
+        await run(writer.close)
+    assert opened_while_held, "the open waited for the writer's transaction"
+
+
+async def test_a_commit_chosen_as_a_deadlock_victim_is_run_again(
+    open_node: OpenNode, schema: str, raw: Conn
+) -> None:
+    """Rule: an append is refused only when it cannot be stored; a commit the server
+    rolled back to break a deadlock stored nothing, so it is run again (it failed its
+    batch before: a run whose round could not be stored ended with its acknowledged
+    messages still queued and no run to answer them)."""
+    a = await open_node("a")
+    blocker = await run(lambda: psycopg.connect(pg_support.dsn()))  # one transaction, open
+    s = sql.Identifier(schema)
+    appended: list[Record] = []
+    try:
+        with trio.fail_after(BUDGET):
+            await run(lambda: blocker.execute(sql.SQL("LOCK {}.events IN SHARE MODE").format(s)))
+            async with trio.open_nursery() as nursery:
+
+                async def append() -> None:
+                    appended.extend(await a.append("web_x_1", text("hello")))
+
+                nursery.start_soon(append)
+                # a's commit holds the head row and waits for events; the blocker then
+                # waits for the head row: a waited first, so a's server process finds
+                # the deadlock and is rolled back.
+                await wait_until_waiting_on_a_lock(raw, ["a"])
+                head = sql.SQL("UPDATE {}.log_head SET last_seq = last_seq").format(s)
+                await run(lambda: blocker.execute(head))
+                await run(blocker.rollback)  # the retry now goes through
+    finally:
+        await run(blocker.close)
+    assert seqs(appended) == [1]
+    assert seqs(await a.read(EVERYTHING)) == [1]

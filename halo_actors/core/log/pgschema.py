@@ -70,13 +70,38 @@ def int64(value: int) -> int:
     return min(max(value, _INT64[0]), _INT64[1])
 
 
+_READY = (
+    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)"
+    " || '.leases') AND attname = 'deleted' AND NOT attisdropped)"
+)
+"""The schema is complete: the effect of the last statement of ``_DDL`` is there."""
+
+
 def create_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
-    """Create the schema and its tables if missing; safe when several nodes start at once
-    (an advisory lock keyed on the schema name serialises them)."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"halo-schema:{schema}",))
+    """Create the schema and its tables if missing (``conn`` in autocommit).
+
+    A schema already complete is left alone: no statement runs, so a node starting
+    while others write takes none of their locks. (The DDL used to run every time, in
+    one transaction: its ``CREATE INDEX IF NOT EXISTS`` held a share lock on ``events``
+    while its ``INSERT … ON CONFLICT`` waited for the head row a writer held, and that
+    writer waited for ``events``: a deadlock, and the starting node exited.) Otherwise
+    the statements run in order, each in a transaction of its own (none waits while
+    holding another's lock), under a session advisory lock keyed on the schema name,
+    so several nodes can start at once; the ready check reads the last one's effect."""
+    if _ready(conn, schema):
+        return
+    key = f"halo-schema:{schema}"
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    try:
         for statement in _DDL.strip().split(";\n"):
             conn.execute(sql.SQL(statement).format(s=sql.Identifier(schema)))
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+
+
+def _ready(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
+    row = conn.execute(_READY, (schema,)).fetchone()
+    return bool(row and row[0])
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import queue
 import re
 import secrets
@@ -79,6 +80,11 @@ __all__ = ["DEFAULT_DSN", "PostgresEventLog", "record_body"]
 
 MAX_GROUP = 2_000
 """Most records one commit takes; the rest wait for the next one."""
+RETRIES = 5
+"""Times a shared-mode commit the server rolled back (deadlock victim, serialization
+failure) is run again before its batch fails."""
+ROLLED_BACK = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+"""What the server rolls a transaction back for, to be run again."""
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 WRITER_OPTIONS = "-c idle_in_transaction_session_timeout=3000 -c statement_timeout=15000"
 """A writer stalled inside its transaction (SIGSTOP, a frozen VM) holds the head row and
@@ -380,20 +386,39 @@ class PostgresEventLog(LogBase):
 
     def _commit(self, conn: psycopg.Connection[tuple[object, ...]], batch: list[Pending]) -> None:
         """One transaction for the batch. A refused or failed commit fails its batch (or,
-        fenced, just the stale appends) and the writer goes on; a broken connection stops it."""
-        try:
-            with conn.transaction(), conn.cursor() as cur:
-                accepted = fence(cur, self._sql, self.node_id, batch)
-                if accepted:
-                    insert_taking_seqs(cur, self._sql, self.node_id, accepted)
-        except Exception as exc:
-            if conn.closed or conn.broken:
-                raise _WriterBroken(f"connection lost while committing: {exc!r}") from exc
-            for pending in batch:
-                pending.error = pending.error or exc
+        fenced, just the stale appends) and the writer goes on; a broken connection stops it.
+        A transaction the server rolled back to break a deadlock (or a serialization
+        failure) stored nothing and took no seq: it is run again, up to ``RETRIES`` times."""
+        for attempt in itertools.count():
+            for pending in batch:  # what a rolled-back attempt left
+                pending.error = None
                 pending.records = []
+            try:
+                with conn.transaction(), conn.cursor() as cur:
+                    accepted = fence(cur, self._sql, self.node_id, batch)
+                    if accepted:
+                        insert_taking_seqs(cur, self._sql, self.node_id, accepted)
+            except ROLLED_BACK as exc:
+                if conn.closed or conn.broken or attempt >= RETRIES:
+                    self._fail_batch(conn, batch, exc)
+                    return
+                log.warning("event_log_commit_retried", schema=self.schema, error=repr(exc))
+                continue
+            except Exception as exc:
+                self._fail_batch(conn, batch, exc)
+                return
+            self.commits += 1
             return
-        self.commits += 1
+
+    @staticmethod
+    def _fail_batch(
+        conn: psycopg.Connection[tuple[object, ...]], batch: list[Pending], exc: Exception
+    ) -> None:
+        if conn.closed or conn.broken:
+            raise _WriterBroken(f"connection lost while committing: {exc!r}") from exc
+        for pending in batch:
+            pending.error = pending.error or exc
+            pending.records = []
 
     def _batch_done(self, batch: list[Pending]) -> None:
         """On the trio thread, in commit order: publish what committed, wake the appenders."""
