@@ -35,7 +35,13 @@ from psycopg import sql
 from ..core.events import CommandStarted
 from ..core.log.inbox import Inbox
 from ..core.log.leases import TreeLeases
-from ..core.log.pglisting import live_roots_statement, title_of, titles_statement
+from ..core.log.pglisting import (
+    TITLE_MESSAGES,
+    live_roots_statement,
+    title_needs_more,
+    title_of,
+    titles_statement,
+)
 from ..core.log.postgres import PostgresEventLog
 from ..core.logger import get_logger
 from .forwarding import Forwarding
@@ -57,6 +63,7 @@ class _Listing:
     def __init__(self, schema: str) -> None:
         self.live_roots = live_roots_statement(schema)
         self.titles = titles_statement(schema)
+        self.more = titles_statement(schema, TITLE_MESSAGES)
 
 
 class NodeOwnership:
@@ -159,11 +166,17 @@ class NodeOwnership:
         return [(str(root), int(ts)) for root, ts in rows]  # type: ignore[call-overload]
 
     async def titles(self, roots: list[str]) -> dict[str, str | None]:
-        rows = await self.leases.log.query(self._listing.titles, {"roots": roots})
         out: dict[str, str | None] = {}
-        for root, created, messages in rows:
-            assert isinstance(created, bytes) and isinstance(messages, list)
-            out[str(root)] = title_of(created, [bytes(m) for m in messages])
+        for statement, limit in ((self._listing.titles, 1), (self._listing.more, TITLE_MESSAGES)):
+            rows = await self.leases.log.query(statement, {"roots": roots}) if roots else []
+            roots = []
+            for root, created, messages in rows:
+                assert isinstance(created, bytes) and isinstance(messages, list)
+                bodies = [bytes(m) for m in messages]
+                if limit == 1 and title_needs_more(created, bodies, limit):
+                    roots.append(str(root))  # its first message was blank: look further
+                else:
+                    out[str(root)] = title_of(created, bodies)
         return out
 
     # --- losing a tree -----------------------------------------------------------

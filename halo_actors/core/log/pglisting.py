@@ -45,8 +45,10 @@ def live_roots_statement(schema: str) -> sql.Composed:
     ).format(s=s)
 
 
-def titles_statement(schema: str) -> sql.Composed:
-    """``(root, creation body, [message bodies])`` of the roots in ``%(roots)s``."""
+def titles_statement(schema: str, messages: int = 1) -> sql.Composed:
+    """``(root, creation body, [message bodies])`` of the roots in ``%(roots)s``: the first
+    ``messages`` queued after the creation (one is nearly always enough, and each one more
+    costs a scan of the session's records up to it: :func:`title_needs_more`)."""
     s = sql.Identifier(schema)
     return sql.SQL(
         "SELECT born.session_id, born.body, ARRAY(SELECT m.body FROM {s}.events m"
@@ -56,7 +58,14 @@ def titles_statement(schema: str) -> sql.Composed:
         " CROSS JOIN LATERAL (SELECT e.session_id, e.seq, e.body FROM {s}.events e"
         "  WHERE e.session_id = r.root AND e.kind = 'session_created'"
         "  ORDER BY e.seq DESC LIMIT 1) born"
-    ).format(s=s, n=sql.Literal(TITLE_MESSAGES))
+    ).format(s=s, n=sql.Literal(messages))
+
+
+def title_needs_more(created: bytes, messages: list[bytes], limit: int) -> bool:
+    """The title may lie in a later message: none so far gave one, and there may be more."""
+    if json.loads(created)["event"].get("title") is not None or len(messages) < limit:
+        return False
+    return all(title_from(str(json.loads(m)["event"].get("text", ""))) is None for m in messages)
 
 
 def title_of(created: bytes, messages: list[bytes]) -> str | None:

@@ -8,6 +8,9 @@ Tables:
 - ``events``: one row per record; ``body`` is the record's JSON exactly as
   ``encode_record`` writes it, ``epoch`` the lease epoch it was written under
   (0 when unfenced).
+  Two partial indexes, ``events_lifecycle`` (creation, archive and delete records)
+  and ``events_messages`` (queued messages), make the session list a few index
+  lookups per tree (``pglisting.py``); they index only those records.
 - ``log_head``: one row, the last seq handed out and the last ts; its row lock is
   what orders commits (see ``postgres.py``).
 - ``leases``: which node owns which tree, under which epoch, until when; ``deleted``
@@ -59,7 +62,11 @@ CREATE TABLE IF NOT EXISTS {s}.leases (
     epoch      BIGINT      NOT NULL,
     expires_at TIMESTAMPTZ NOT NULL
 );
-ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS deleted BOOLEAN NOT NULL DEFAULT FALSE
+ALTER TABLE {s}.leases ADD COLUMN IF NOT EXISTS deleted BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX IF NOT EXISTS events_lifecycle ON {s}.events (session_id, seq)
+    WHERE kind IN ('session_created', 'archived', 'deleted');
+CREATE INDEX IF NOT EXISTS events_messages ON {s}.events (session_id, seq)
+    WHERE kind = 'message_queued'
 """
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -70,10 +77,7 @@ def int64(value: int) -> int:
     return min(max(value, _INT64[0]), _INT64[1])
 
 
-_READY = (
-    "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(quote_ident(%s)"
-    " || '.leases') AND attname = 'deleted' AND NOT attisdropped)"
-)
+_READY = "SELECT to_regclass(quote_ident(%s) || '.events_messages') IS NOT NULL"
 """The schema is complete: the effect of the last statement of ``_DDL`` is there."""
 
 
