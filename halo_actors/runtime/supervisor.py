@@ -353,7 +353,10 @@ class Supervisor:
             await self.claim(target, create=False)
         except OwnedElsewhere:
             return await self.owner.forward(target, text, images=images, source=source, mode=mode)
-        delivery, _ = await self.accept(target, text, images=images, source=source, mode=mode)
+        try:
+            delivery, _ = await self.accept(target, text, images=images, source=source, mode=mode)
+        except Fenced:  # this node lost the tree just now (nothing stored): to its new owner
+            return await self.owner.forward(target, text, images=images, source=source, mode=mode)
         return delivery
 
     async def accept(

@@ -173,3 +173,27 @@ async def test_a_tree_found_deleted_on_takeover_is_buried(
             await never_again(b, root)
             assert await b.owner.scan() == 0  # type: ignore[attr-defined]
             assert lease(b_store, ws, root) == ("b", 2, True)
+
+
+async def test_a_message_reaching_a_node_that_just_lost_the_tree_goes_to_its_new_owner(
+    tmp_path: Path, pg_schemas: pg_support.SchemaFactory
+) -> None:
+    """Rule: any node serves any request. A message that reaches a node in the moment it
+    lost the tree (its append fenced: nothing stored) is forwarded to the new owner and
+    acknowledged once logged there, not refused."""
+    schema, ws = pg_schemas.new(), tmp_path / "ws"
+    a_store, b_store = store(schema, "a"), store(schema, "b")
+    with trio.fail_after(BUDGET):
+        async with open_runtime(ws, cluster=a_store) as a:
+            root = await a.create_session()
+            # a stalls past its lease (it does not know yet): b takes the tree over.
+            sql_run(
+                a_store, ws, "UPDATE {}.leases SET expires_at = '-infinity' WHERE root = %s", root
+            )
+            async with open_runtime(ws, cluster=b_store) as b:
+                assert lease(b_store, ws, root) == ("b", 2, False)
+                assert await a.send(root, "hello by way of a") == "started"
+                await b.wait_idle(root)
+    records = kinds_by_epoch(a_store, ws, root)
+    assert (2, "message_queued") in records and records[-1] == (2, "agent_done")
+    assert [e for e, _ in records] == sorted(e for e, _ in records)
