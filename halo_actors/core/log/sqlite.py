@@ -2,10 +2,15 @@
 
 Invariants:
 - only the writer thread writes; it takes every batch of stamped records waiting
-  in its queue (in seq order: ``append_nowait`` stamps and queues in one step on the
+  in its queue (in seq order: ``append_nowait`` stamps and stages in one step on the
   trio thread), inserts them in one transaction and commits once (group commit),
   then hands the batch back to the trio thread, which publishes it in sequence
   order and wakes whoever waits for durability;
+- records reach the writer's queue two scheduler passes after they were stamped (a
+  hop through ``run_sync_soon``, then one more), in stamping order, all of one pass
+  together: a task woken by the first append of a pass (a run started by a message)
+  stamps its records before the writer wakes, so a message and the turn it starts
+  share one commit instead of two;
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
 - **fail-stop**: a commit that raises (anything) stops the writer: that batch,
@@ -45,7 +50,7 @@ import trio
 from halo_actors.core.logger import get_logger
 
 from ..errors import StoreClosed, StoreFailed
-from ..events import Event, Record
+from ..events import Event, Record, kind_of
 from ..ids import root_of
 from . import index
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
@@ -53,7 +58,8 @@ from .filter import EVERYTHING, EventFilter
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 MAX_GROUP = 2_000
-"""Most records one commit takes; the rest wait for the next one."""
+"""A commit takes no more staged groups once it holds this many records (the rest wait
+for the next one); one group (one scheduler pass of appends) is never split."""
 CHECKPOINT_PAGES = 1_000
 """About how many WAL pages the writer writes between two passive checkpoints."""
 PAGE_BYTES = 4_096
@@ -82,11 +88,12 @@ log = get_logger("halo_actors.log")
 
 
 @dataclass(eq=False, slots=True)
-class _Pending:
-    """One ``append_nowait``: its stamped records and their rows."""
+class _Group:
+    """The appends of one scheduler pass, in seq order: their records and rows."""
 
     records: list[Record]
     rows: list[Row]
+    body_bytes: int = 0
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -133,9 +140,12 @@ class SqliteEventLog(LogBase):
         self.path = path
         self.read_only = read_only
         self._synchronous: Synchronous = synchronous
-        self._queue: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Group | None] = queue.SimpleQueue()
         """Unbounded by design: ``append_nowait`` never blocks. Callers bound their own
         backlog (``stamped_seq - last_seq``); the runtime waits for durability past one."""
+        self._staged: _Group | None = None
+        """Stamped on the trio thread, not yet handed to the writer (see the module doc);
+        while not None, its hand-over is scheduled."""
         self._writer_error: BaseException | None = None
         """Why the writer thread stopped (writer side); once set, appends fail at once."""
         self._gate = threading.Lock()
@@ -200,15 +210,31 @@ class SqliteEventLog(LogBase):
         return super().append_nowait(session_id, *events)
 
     def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+        self._check_writer()
+        group = self._staged
+        if group is None:
+            group = self._staged = _Group([], [])
+            self._token.run_sync_soon(self._flush_soon)
         root = root_of(session_id)
-        rows: list[Row] = [
-            (r.seq, session_id, root, r.ts, r.event.__struct_config__.tag, body)  # type: ignore[misc]
-            for r, body in stamped
-        ]
-        pending = _Pending([r for r, _ in stamped], rows)
+        for r, body in stamped:
+            group.records.append(r)
+            group.rows.append((r.seq, session_id, root, r.ts, kind_of(r.event), body))
+            group.body_bytes += len(body)
+
+    def _flush_soon(self) -> None:
+        """First hop (trio thread, a scheduler pass after the append): one more pass, so
+        that every task made runnable with the append has stamped its records too."""
+        self._token.run_sync_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Hand the staged appends to the writer, in order (trio thread). After the writer
+        stopped they are dropped: the log failed, every waiter is told (fail-stop)."""
+        group, self._staged = self._staged, None
+        if group is None:
+            return
         with self._gate:
-            self._check_writer()
-            self._queue.put(pending)
+            if self._writer_error is None:
+                self._queue.put(group)
 
     def _check_writer(self) -> None:
         if self._writer_error is not None:
@@ -216,7 +242,7 @@ class SqliteEventLog(LogBase):
 
     def _write_loop(self) -> None:
         """The writer thread. The first failure stops it (fail-stop); nobody is left waiting."""
-        batch: list[_Pending] = []
+        batch: list[_Group] = []
         try:
             conn = _connect(self.path, self._synchronous)
             conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's job, not a commit's
@@ -254,8 +280,8 @@ class SqliteEventLog(LogBase):
         with contextlib.suppress(trio.RunFinishedError):  # nobody left to tell
             self._token.run_sync_soon(self._fail_stop, exc)
 
-    def _take_more(self, batch: list[_Pending]) -> bool:
-        """Greedily take queued appends up to ``MAX_GROUP`` rows; True if a stop was seen."""
+    def _take_more(self, batch: list[_Group]) -> bool:
+        """Greedily take queued groups up to ``MAX_GROUP`` rows; True if a stop was seen."""
         size = len(batch[0].rows)
         while size < MAX_GROUP:
             try:
@@ -268,13 +294,14 @@ class SqliteEventLog(LogBase):
             size += len(item.rows)
         return False
 
-    def _commit(self, conn: sqlite3.Connection, batch: list[_Pending]) -> int:
+    def _commit(self, conn: sqlite3.Connection, batch: list[_Group]) -> int:
         """One transaction for the batch; returns about how many WAL pages it wrote.
         Any error propagates: the writer stops (fail-stop)."""
+        rows = batch[0].rows if len(batch) == 1 else [row for g in batch for row in g.rows]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT, (row for pending in batch for row in pending.rows))
-            index.update_table(conn, (record for pending in batch for record in pending.records))
+            conn.executemany(_INSERT, rows)
+            index.update_table(conn, (record for group in batch for record in group.records))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
@@ -282,12 +309,15 @@ class SqliteEventLog(LogBase):
                     conn.execute("ROLLBACK")
             raise
         self.commits += 1
-        written = sum(len(row[5]) for pending in batch for row in pending.rows)
+        written = sum(group.body_bytes for group in batch)
         return 4 + 2 * written // PAGE_BYTES  # a table leaf and three index leaves at least
 
-    def _batch_committed(self, batch: list[_Pending]) -> None:
+    def _batch_committed(self, batch: list[_Group]) -> None:
         """On the trio thread, in commit order."""
-        self._committed([record for pending in batch for record in pending.records])
+        if len(batch) == 1:
+            self._committed(batch[0].records)
+        else:
+            self._committed([record for group in batch for record in group.records])
 
     def _checkpoint_loop(self) -> None:
         """Passive checkpoints off the commit path: never blocks the writer or a reader.
@@ -364,6 +394,7 @@ class SqliteEventLog(LogBase):
         if self._closed:
             return
         self._close_subscriptions()
+        self._flush()  # what is staged is committed before the writer stops
         self._queue.put(None)
         with trio.CancelScope(shield=True):
             if self._writer.ident is not None:  # started (a read-only log has none)
