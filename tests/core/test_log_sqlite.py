@@ -140,6 +140,31 @@ async def test_concurrent_appends_are_group_committed(tmp_path: Path) -> None:
             await log.aclose()
 
 
+async def test_the_appends_of_one_scheduler_pass_and_the_next_share_one_commit(
+    tmp_path: Path,
+) -> None:
+    """Rule (group commit): what is stamped in one scheduler pass reaches the writer
+    together, one pass later than it was stamped: an append and the records of a task
+    it wakes (a message and the turn it starts) are one commit, not two."""
+
+    async def woken(log: SqliteEventLog) -> None:  # runs in the pass after the first append
+        log.append_nowait("b", text("b1"), text("b2"))
+
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            before = log.commits
+            async with trio.open_nursery() as nursery:
+                log.append_nowait("a", text("a1"))
+                nursery.start_soon(woken, log)
+                log.append_nowait("c", text("c1"))
+            await log.wait_durable(log.stamped_seq)
+            assert log.commits - before == 1
+            assert labels(await log.read()) == ["a1", "c1", "b1", "b2"]
+        finally:
+            await log.aclose()
+
+
 async def test_close_commits_every_append_it_accepted(tmp_path: Path) -> None:
     """Appends racing ``aclose``: each either raises StoreClosed or is durable."""
     returned: list[str] = []
