@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,8 @@ import trio
 from web_client import Harness, SseRead, sse, wait_until
 
 from halo_actors.core.events import CLIENT_KINDS, FRAME_ONLY_KINDS
+from halo_actors.fronts.http.frames import Frame
+from halo_actors.fronts.http.streams import ChatPlan, RunPlan
 
 OPENAPI = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"
 
@@ -196,3 +200,64 @@ async def test_every_frame_a_chat_streams_matches_the_documented_frame_schema(
     assert {"type": "complete", "reason": "end_turn"} in frames
     for frame in frames:
         jsonschema.validate(frame, frame_schema)
+
+
+async def test_a_chat_that_starts_a_run_streams_that_run_not_the_end_of_the_one_before(
+    harness: Harness,
+) -> None:
+    """Rule: a chat that starts a run streams that run, to its own terminal ``complete``.
+    The run before may have ended in the session's state while its closing records are
+    not durable yet (pipelined appends); they are published after the chat's listener
+    registered, and their ``complete`` must not end the new run's stream. So the stream
+    starts right before the message's own record, and its ``session`` frame says so."""
+    with trio.fail_after(10):
+        sup = await harness.sup()
+        sid = await sup.create_session()
+        await sup.send(sid, "slow 2")
+        actor = sup.actor(sid)
+        while actor.running:  # the run's end is stamped in the step that ends it
+            await trio.lowlevel.checkpoint()
+        assert sup.log.last_seq < actor.state.last_seq  # its closing records: not durable yet
+        ended = actor.state.last_seq
+        plan = ChatPlan(sup, sid, "slow 3", (), None, 100, "workspace")
+        send, receive = trio.open_memory_channel[Frame](100)
+        async with AsyncExitStack() as stack:
+            first = await plan.open(stack)
+            async with send:
+                await plan.pump(send)
+        frames = [*first, *[frame async for frame in receive]]
+    assert [f.payload["type"] for f in frames][:2] == ["session", "user"]
+    assert frames[1].payload["text"] == "slow 3"
+    assert "".join(str(f.payload["text"]) for f in frames if f.payload["type"] == "stream") == (
+        "1\n2\n3\n"
+    )
+    assert frames[-1].payload == {"type": "complete", "reason": "end_turn"}
+    # the session frame's id covers the run before (not shown here), never this run's records
+    assert ended <= frames[0].seq < frames[1].seq
+
+
+async def test_a_compaction_a_command_starts_streams_that_run_not_the_end_of_the_one_before(
+    harness: Harness,
+) -> None:
+    """Rule: the stream of a run a command starts (``/compact``) begins at the session's
+    last record when the run was claimed: the run before, ended in the state but not
+    durable yet, does not end it with its own ``complete``."""
+    with trio.fail_after(10):
+        sup = await harness.sup()
+        sid = await sup.create_session()
+        await sup.send(sid, "slow 2")
+        actor = sup.actor(sid)
+        while actor.running:
+            await trio.lowlevel.checkpoint()
+        assert sup.log.last_seq < actor.state.last_seq
+        ended = actor.state.last_seq
+        plan = RunPlan(sup, sid, partial(sup.compact, sid), 100)
+        send, receive = trio.open_memory_channel[Frame](100)
+        async with AsyncExitStack() as stack:
+            first = await plan.open(stack)
+            async with send:
+                await plan.pump(send)
+        frames = [*first, *[frame async for frame in receive]]
+    assert frames[0].payload["type"] == "session" and frames[0].seq == ended
+    assert all(f.seq > ended for f in frames[1:])
+    assert frames[-1].payload["type"] == "complete"

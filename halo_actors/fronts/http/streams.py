@@ -30,7 +30,9 @@ from ...core.access import Access
 from ...core.errors import SubscriptionClosed
 from ...core.events import AgentDone, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
+from ...runtime.ownership import OwnedElsewhere
 from ...runtime.supervisor import Supervisor
+from ...tools.base import Delivery
 from .frames import (
     Frame,
     MediaFilter,
@@ -116,15 +118,21 @@ async def subscribe(
 
 
 async def pump_subscription(
-    sub: Subscription, projector: Projector, out: trio.MemorySendChannel[Frame]
+    sub: Subscription,
+    projector: Projector,
+    out: trio.MemorySendChannel[Frame],
+    after: int = 0,
 ) -> None:
-    """Frames from the live subscription until the projector is done.
+    """Frames from the live subscription until the projector is done; records up to
+    ``after`` (the stream's start, when it is later than the listener's) are not shown.
 
     An overflow (or the log closing) ends the stream without a ``complete``: the
     client resumes with ``Last-Event-ID`` and misses nothing.
     """
     try:
         async for record in sub:
+            if record.seq <= after:
+                continue
             for frame in projector.project(record):
                 await out.send(frame)
             if projector.done:
@@ -148,7 +156,16 @@ class FixedPlan:
 
 @dataclass
 class ChatPlan:
-    """Send a message; stream its run to the terminal ``complete``, or answer ``queued``."""
+    """Send a message; stream its run to the terminal ``complete``, or answer ``queued``.
+
+    A message that starts a run is that run's first record: the stream starts right
+    before it (its ``session`` frame's id is the message's seq - 1), whatever the
+    listener registered before. Records of the session logged in between belong to the
+    run before it, whose end may be in the session's state before it is durable (and
+    published to the listener); its ``complete`` would end this stream before this
+    run showed. A message another node logged (forwarded) has no seq here: its
+    stream starts at the listener's cursor.
+    """
 
     sup: Supervisor
     session_id: str
@@ -160,23 +177,31 @@ class ChatPlan:
     """The caller's token level: a session this chat creates gets it for life."""
     _sub: Subscription | None = field(default=None, init=False)
     _projector: Projector = field(default_factory=Projector, init=False)
+    _after: int = field(default=0, init=False)
 
     async def open(self, stack: AsyncExitStack) -> list[Frame]:
         sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
-        first = [session_frame(sub.cursor, self.session_id)]
         if not self.sup.exists(self.session_id) and await self.sup.here(self.session_id):
             await self.sup.create_session(
                 self.session_id, agent_id=self.agent_id or "default", access=self.access
             )
-        delivery = await self.sup.send(self.session_id, self.message, images=self.images)
+        delivery, seq = await self._deliver()
         if delivery == "queued":
-            return [*first, queued_frame(sub.cursor)]
+            return [session_frame(sub.cursor, self.session_id), queued_frame(sub.cursor)]
+        self._after = sub.cursor if seq is None else max(sub.cursor, seq - 1)
         self._sub = sub
-        return first
+        return [session_frame(self._after, self.session_id)]
+
+    async def _deliver(self) -> tuple[Delivery, int | None]:
+        """``send``; with the message's seq when this node logged it (durable now)."""
+        try:
+            return await self.sup.accept(self.session_id, self.message, images=self.images)
+        except OwnedElsewhere:  # forwarded to the owner: its seq is not known here
+            return await self.sup.send(self.session_id, self.message, images=self.images), None
 
     async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
         if self._sub is not None:
-            await pump_subscription(self._sub, self._projector, out)
+            await pump_subscription(self._sub, self._projector, out, self._after)
 
 
 @dataclass
@@ -246,22 +271,29 @@ class SubscribePlan:
 
 @dataclass
 class RunPlan:
-    """Follow a run started by a command (``/compact``) to its end."""
+    """Follow a run started by a command (``/compact``) to its end.
+
+    ``start`` claims the run and returns with no checkpoint after that (so nothing of
+    the run is logged yet): the stream starts at the session's last record then, as a
+    chat's starts at its message (:class:`ChatPlan`), not at the end of the run before.
+    """
 
     sup: Supervisor
     session_id: str
     start: Callable[[], Awaitable[str]]
     buffer: int
     _sub: Subscription | None = field(default=None, init=False)
+    _after: int = field(default=0, init=False)
 
     async def open(self, stack: AsyncExitStack) -> list[Frame]:
         sub = await subscribe(stack, self.sup.log, self.session_id, None, self.buffer)
-        first = [session_frame(sub.cursor, self.session_id)]
         if await self.start() == "queued":
-            return [*first, queued_frame(sub.cursor)]
+            return [session_frame(sub.cursor, self.session_id), queued_frame(sub.cursor)]
+        self._after = max(sub.cursor, self.sup.state(self.session_id).last_seq)
+        await self.sup.log.wait_durable(self._after)  # an id a client gets is durable
         self._sub = sub
-        return first
+        return [session_frame(self._after, self.session_id)]
 
     async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
         if self._sub is not None:
-            await pump_subscription(self._sub, Projector(), out)
+            await pump_subscription(self._sub, Projector(), out, self._after)
