@@ -43,6 +43,11 @@ class FlakyConnection:
         self.insert_fails: list[BaseException] = []
         self.commit_fails: list[BaseException] = []
         self.rollback_fails: list[BaseException] = []
+        self.at_commit = threading.Event()
+        """Set when the writer reaches a COMMIT armed to fail."""
+        self.release = threading.Event()
+        """An armed COMMIT waits for this before it raises (set by default)."""
+        self.release.set()
 
     def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
         if self.insert_fails:
@@ -51,6 +56,8 @@ class FlakyConnection:
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
         if sql == "COMMIT" and self.commit_fails:
+            self.at_commit.set()
+            self.release.wait()
             raise self.commit_fails.pop(0)
         if sql == "ROLLBACK" and self.rollback_fails:
             self.real.execute(sql)
@@ -142,6 +149,42 @@ async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen
             assert await again.read() == durable
             (next_one,) = await again.append("a", text("after"))
             assert next_one.seq == durable[-1].seq + 1  # a lost seq nobody saw is reissued
+        finally:
+            await again.aclose()
+
+
+async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(
+    tmp_path: Path, writer_connection: list[FlakyConnection]
+) -> None:
+    """Fail-stop with staged appends: records stamped while the writer's commit fails
+    (staged on the trio thread, not handed to the writer yet) are dropped with the failed
+    batch: never committed, never published; their waiters fail; a reopen holds the
+    durable prefix only."""
+    path = tmp_path / "events.db"
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(path)
+        try:
+            durable = await log.append("a", text("d1"))
+            conn = await wait_for_writer(writer_connection)
+            conn.release.clear()
+            conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+            (failing,) = log.append_nowait("a", text("in the failing commit"))
+            while not conn.at_commit.is_set():  # noqa: ASYNC110 - the writer's own thread
+                await trio.sleep(0.001)
+            staged = log.append_nowait("b", text("s1"), text("s2"))  # no checkpoint since
+            conn.release.set()
+            for seq in (failing.seq, staged[-1].seq):
+                with pytest.raises(StoreFailed, match="disk I/O error"):
+                    await log.wait_durable(seq)
+            with pytest.raises(StoreFailed):
+                log.append_nowait("b", text("later"))
+            assert log.last_seq == durable[-1].seq
+            assert await log.read() == durable
+        finally:
+            await log.aclose()
+        again = await SqliteEventLog.open(path, read_only=True)
+        try:
+            assert await again.read() == durable
         finally:
             await again.aclose()
 
