@@ -15,7 +15,6 @@ the prompt is over the model's context window (compact, retry once);
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Literal, Protocol
 
 import msgspec
@@ -132,17 +131,29 @@ CLOSE_SECONDS = 5.0
 """How long a model stream may take to close after its turn stopped reading it."""
 
 
-@asynccontextmanager
-async def open_stream(
-    model: Model, request: ModelRequest
-) -> AsyncIterator[AsyncIterator[ModelEvent]]:
+def open_stream(model: Model, request: ModelRequest) -> ModelStream:
     """``model.stream(request)``, closed on exit: an async generator's ``finally`` runs
     now, in this task and under this cancel scope, not later at garbage collection."""
-    stream = model.stream(request)
-    try:
-        yield stream
-    finally:
-        aclose = getattr(stream, "aclose", None)
+    return ModelStream(model, request)
+
+
+class ModelStream:
+    """What :func:`open_stream` returns (a class, not an ``asynccontextmanager``: one
+    generator less per model call)."""
+
+    __slots__ = ("_model", "_request", "_stream")
+
+    def __init__(self, model: Model, request: ModelRequest) -> None:
+        self._model = model
+        self._request = request
+        self._stream: AsyncIterator[ModelEvent] | None = None
+
+    async def __aenter__(self) -> AsyncIterator[ModelEvent]:
+        self._stream = self._model.stream(self._request)
+        return self._stream
+
+    async def __aexit__(self, *exc: object) -> None:
+        aclose = getattr(self._stream, "aclose", None)
         if aclose is not None:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + CLOSE_SECONDS):
                 await aclose()

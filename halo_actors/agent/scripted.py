@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import msgspec
@@ -106,21 +105,19 @@ class ScriptedModel:
     def script_for(self, agent_id: str) -> Script:
         return self._scripts.get(agent_id, self._fallback)
 
-    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
+        """The step's events: one async generator, chosen here (not a generator wrapping
+        another, which would cost a second one per model call)."""
         script = self.script_for(request.agent_id)
         if request.purpose == "compact":
-            yield TextDelta(script.summary.format(count=len(request.messages)))
-            yield Stop("end_turn")
-            return
+            summary = script.summary.format(count=len(request.messages))
+            return _events(TextDelta(summary), Stop("end_turn"))
         if request.step == 0 or request.session_id not in self._turn_steps:
             self._turn_steps[request.session_id] = script.steps_for(request.round)
         steps = self._turn_steps[request.session_id]
         if request.step >= len(steps):
-            yield Stop("end_turn")
-            return
-        async with aclosing(self._play(request, steps[request.step])) as played:
-            async for item in played:
-                yield item
+            return _events(Stop("end_turn"))
+        return self._play(request, steps[request.step])
 
     async def _play(self, request: ModelRequest, step: Step) -> AsyncGenerator[ModelEvent, None]:
         if step.thinking:
@@ -143,6 +140,11 @@ class ScriptedModel:
                 call.id or f"toolu_{next(self._call_ids):06d}", call.name, dict(call.input)
             )
         yield Stop(step.stop or ("tool_use" if step.calls else "end_turn"))
+
+
+async def _events(*events: ModelEvent) -> AsyncGenerator[ModelEvent, None]:
+    for event in events:
+        yield event
 
 
 def _chunks(text: str, size: int) -> list[str]:

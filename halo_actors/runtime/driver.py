@@ -50,8 +50,9 @@ from ..tools.shell import ShellLimits
 from .profiles import AgentProfile
 from .session import SessionActor
 
-TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None]]
-"""Called (shielded) after each turn that was not stopped, with its stop reason."""
+TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None] | None]
+"""Called after each turn that was not stopped, with its stop reason: decides at once
+(no await) and returns the report to send, awaited shielded, or None when none is owed."""
 
 
 AccessOf = Callable[[SessionActor], Access]
@@ -102,15 +103,32 @@ class RunDriver:
         reason = await actor.run_turn(
             self._setup(actor, profile), round_event, lambda: self._at_boundary(actor, profile)
         )
-        if not actor.stopping:
-            with trio.CancelScope(shield=True):
-                await self.turn_ended(actor, profile, reason)
-                over = actor.state.context_tokens > profile.limits.compress_at
-                if (over or actor.compact_requested) and not actor.stopping:
-                    await self.compact(actor, profile)
+        if actor.stopping:
+            return reason
+        report = self.turn_ended(actor, profile, reason)
+        limit = profile.limits.compress_at
+        if report is None and not actor.compact_requested and actor.state.context_tokens <= limit:
+            return reason  # nothing follows the turn: no await, so nothing to shield
+        with trio.CancelScope(shield=True):
+            if report is not None:
+                await report
+            over = actor.state.context_tokens > limit
+            if (over or actor.compact_requested) and not actor.stopping:
+                await self.compact(actor, profile)
         return reason
 
     def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
+        """The turn's tools, their context and limits: the same for every turn of a session
+        under one profile (its access is fixed at creation), so built once and kept on the
+        actor until the profile changes (a reload makes a new profile object)."""
+        cached = actor.turn_setup
+        if cached is not None and cached[0] is profile:
+            return cached[1]
+        setup = self._build_setup(actor, profile)
+        actor.turn_setup = (profile, setup)
+        return setup
+
+    def _build_setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
         limits = profile.limits
         shell = ShellLimits(
             output_cap=limits.shell_output_cap,

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import Literal, NamedTuple
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import structlog
 import trio
@@ -69,6 +69,9 @@ from ..tools.shell import kill_process_group
 from .gcpause import GC_PAUSE_SECONDS, GcPause
 from .orphans import command_started
 from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
+
+if TYPE_CHECKING:
+    from .profiles import AgentProfile
 
 Mode = Literal["soft", "hard"]
 MAX_BACKLOG = 10_000
@@ -116,6 +119,7 @@ class SessionActor:
         "run_ended",
         "session_id",
         "state",
+        "turn_setup",
         "waited_on_children",
     )
 
@@ -143,6 +147,8 @@ class SessionActor:
         """A child of this session was running when the current turn started."""
         self.compact_requested = False
         """A manual compaction waits for the end of the current turn."""
+        self.turn_setup: tuple[AgentProfile, TurnSetup] | None = None
+        """The driver's tools and limits for a turn under this profile (``driver.py``)."""
         self._logger: structlog.typing.FilteringBoundLogger | None = None
 
     @property

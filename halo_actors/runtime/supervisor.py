@@ -115,7 +115,8 @@ class Supervisor:
         """Why the runtime stopped: its log failed (fail-stop)."""
         self.owner: Ownership = LOCAL
         """Which trees this runtime may write: all of them (one process), or, with a shared
-        log, only those whose lease this node holds (``ownership.py``)."""
+        log, only those whose lease this node holds (``ownership.py``). Set before any run
+        starts: a run started under ``LOCAL`` has no scope :meth:`drop_tree` can cancel."""
         self._tree_runs: dict[str, set[trio.CancelScope]] = {}
         """The cancel scope of every run task, per tree: dropping a tree cancels them."""
         self._gc_pause = GcPause()
@@ -436,29 +437,38 @@ class Supervisor:
         """Until nothing happens in ``session_id``'s subtree: no run, no run still reporting
         (a final report sent after its run ended starts the parent's next run), and no
         stop/archive cascade (one asked for by a tool call outlives that call)."""
-        await self._until_idle(lambda: self.subtree(session_id))
-        await self.log.wait_durable(self.log.stamped_seq)  # the end of a run is observable
+        waited = await self._until_idle(lambda: self.subtree(session_id))
+        await self._until_durable(waited)  # the end of a run is observable
 
     async def wait_all_idle(self) -> None:
         """Until nothing happens in any session (every tree is idle at once)."""
-        await self._until_idle(lambda: list(self._actors))
-        await self.log.wait_durable(self.log.stamped_seq)
+        waited = await self._until_idle(lambda: list(self._actors))
+        await self._until_durable(waited)
 
-    async def _until_idle(self, members_now: Callable[[], list[str]]) -> None:
-        """Until every member is idle at one instant. Waits on one busy member at a time
-        and moves on past it (linear in the members, not members × wake-ups); only a
-        pass that finds none busy re-lists and re-checks them all, in one step."""
-        members, start = members_now(), 0
+    async def _until_durable(self, waited: bool) -> None:
+        """Until everything stamped so far is durable. A caller that has ``waited`` (been
+        through a checkpoint already) needs no other one when it already is."""
+        log = self.log
+        if not waited or log.last_seq < log.stamped_seq:
+            await log.wait_durable(log.stamped_seq)
+
+    async def _until_idle(self, members_now: Callable[[], list[str]]) -> bool:
+        """Until every member is idle at one instant; True if it had to wait. Waits on one
+        busy member at a time and moves on past it (linear in the members, not members ×
+        wake-ups); only a pass that finds none busy re-lists and re-checks them all, in
+        one step."""
+        members, start, waited = members_now(), 0, False
         while True:
             busy = next((i for i in range(start, len(members)) if self._busy(members[i])), None)
             if busy is None:  # the final check: all of them again, with no await between
                 members = members_now()
                 busy = next((i for i, sid in enumerate(members) if self._busy(sid)), None)
                 if busy is None:
-                    return
+                    return waited
             start = busy
             while self._busy(members[start]):
                 await self._changed.wait()
+                waited = True
 
     def _busy(self, session_id: str) -> bool:
         actor = self._actors.get(session_id)
@@ -467,27 +477,36 @@ class Supervisor:
         )
 
     async def _run_task(self, actor: SessionActor, compact_first: bool) -> None:
-        root = ids.root_of(actor.session_id)
-        scope = trio.CancelScope()  # dropping the tree (lease lost) cancels it
-        scopes = self._tree_runs.setdefault(root, set())
-        scopes.add(scope)
         try:
-            with scope:
+            if self.owner is LOCAL:  # every tree is ours for good: nothing drops one
                 await self._run(actor, compact_first)
+            else:
+                await self._droppable_run(actor, compact_first)
         except Fenced:
             pass  # another node owns the tree now; the owner is dropping our copy
         except StoreFailed:
             pass  # the log failed: the watcher (open_supervisor) stops the runtime
         finally:
-            scopes.discard(scope)
-            if not scopes and self._tree_runs.get(root) is scopes:
-                del self._tree_runs[root]
             sid = actor.session_id
             self._run_tasks[sid] -= 1
             if not self._run_tasks[sid]:
                 del self._run_tasks[sid]
             self._notify()
             self.registry.note_idle(sid)
+
+    async def _droppable_run(self, actor: SessionActor, compact_first: bool) -> None:
+        """:meth:`_run` in a cancel scope of its tree's, which :meth:`drop_tree` cancels."""
+        root = ids.root_of(actor.session_id)
+        scope = trio.CancelScope()
+        scopes = self._tree_runs.setdefault(root, set())
+        scopes.add(scope)
+        try:
+            with scope:
+                await self._run(actor, compact_first)
+        finally:
+            scopes.discard(scope)
+            if not scopes and self._tree_runs.get(root) is scopes:
+                del self._tree_runs[root]
 
     # --- the run -----------------------------------------------------------------
 
@@ -540,13 +559,13 @@ class Supervisor:
 
     # --- reports up the tree --------------------------------------------------------
 
-    async def _report_turn_end(
+    def _report_turn_end(
         self, actor: SessionActor, profile: AgentProfile, reason: str
-    ) -> None:
-        """After a turn: an interim report when it answered its parent and another turn
-        follows; else remember the answer, owed as a deferred interim, if the turn began
-        while a child of this session was running (a turn that dispatches its first
-        child owes the final report instead)."""
+    ) -> Awaitable[None] | None:
+        """After a turn: an interim report (returned, for the driver to await) when it
+        answered its parent and another turn follows; else remember the answer, owed as a
+        deferred interim, if the turn began while a child of this session was running (a
+        turn that dispatches its first child owes the final report instead)."""
         state = actor.state
         recipient = report_recipient(state.parent_id, state.round_sources)
         # An answer: text, no error, and the turn ended on its own or with a kick armed
@@ -557,16 +576,17 @@ class Supervisor:
             and (reason != "interrupted" or state.self_kick)
         )
         if recipient is None or not answered:
-            return
+            return None
         if state.mailbox or state.self_kick:
-            await self._report(
+            return self._report(
                 actor,
                 recipient,
                 "interim",
                 interim_report(state.turn_output, profile.limits.report_cap),
             )
-        elif actor.waited_on_children:
+        if actor.waited_on_children:
             actor.owed_interim = state.turn_output
+        return None
 
     def below_busy(self, session_id: str) -> bool:
         """A run (or a run task still reporting) is alive somewhere below ``session_id``."""
