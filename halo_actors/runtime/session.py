@@ -403,11 +403,13 @@ class SessionActor:
             )
         else:
             return None
-        return [
-            round_event,
-            FlagsChanged(interrupt_requested=False, self_kick=False),
-            AgentStarted(),
-        ]
+        if state.interrupt_requested or state.self_kick:  # else clearing them is a no-op
+            return [
+                round_event,
+                FlagsChanged(interrupt_requested=False, self_kick=False),
+                AgentStarted(),
+            ]
+        return [round_event, AgentStarted()]
 
     async def run_turn(
         self, setup: TurnSetup, round: RoundStarted, at_boundary: Callable[[], Awaitable[bool]]

@@ -81,6 +81,8 @@ class FanOut:
         )
 
     def publish(self, records: list[Record]) -> None:
+        if not (self.everyone or self.by_session or self.by_tree):  # nobody listens
+            return
         for record in records:
             interested = [
                 self.by_session.get(record.session_id),
