@@ -267,13 +267,29 @@ class Supervisor:
             return sid
         if above is not None and parent is None:
             raise InvalidInput(f"cannot create {sid}: its parent {above} does not exist")
-        if parent is not None and parent.stopping:
-            raise SessionUnavailable(f"session {above} is being stopped")
-        if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
-            raise SessionUnavailable(f"session {above} is {parent.state.lifecycle}")
         level = access or self.default_access
+        actor = await self._create(sid, agent_id, parent_id, title, description, level, parent)
+        await actor.wait_durable()
+        return sid
+
+    async def _create(
+        self,
+        sid: str,
+        agent_id: str,
+        parent_id: str | None,
+        title: str | None,
+        description: str | None,
+        level: Access,
+        parent: SessionActor | None,
+    ) -> SessionActor:
+        """Register ``sid`` and log its creation, with no checkpoint (the caller waits for
+        durability). ``parent``: the resident actor of its parent, if it has one."""
+        if parent is not None and parent.stopping:
+            raise SessionUnavailable(f"session {parent.session_id} is being stopped")
+        if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
+            raise SessionUnavailable(f"session {parent.session_id} is {parent.state.lifecycle}")
         if parent is not None:
-            level = weakest(level, self.access_of(parent.session_id))
+            level = weakest(level, parent.state.access or self.default_access)
         state = SessionState(
             sid,
             agent_id=agent_id,
@@ -292,28 +308,35 @@ class Supervisor:
             access=level,
         )
         try:
-            with trio.CancelScope(shield=True):
+            if self.log.pipelined:  # one synchronous step (emit never raises Cancelled)
                 await actor.emit(created)
+            else:
+                with trio.CancelScope(shield=True):
+                    await actor.emit(created)
         except BaseException:
             self._unregister(sid)
             raise
-        await actor.wait_durable()
         self.registry.note_idle(sid)
-        return sid
+        return actor
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
+        """Create a sub-session of ``parent_id`` and send it ``task`` (from the parent), as
+        ``create_session`` and ``send`` do, with one wait for durability (the log is a
+        prefix: the message durable means its session's creation is too)."""
         if not self.registry.known(ids.check_session_id(parent_id)):
             raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
-        await self.create_session(
-            child,
-            agent_id=agent_id,
-            parent_id=parent_id,
-            title=label or None,
-            description=task,
-            access=self.access_of(parent_id),
-        )
-        await self.send(child, task, source=parent_id)
+        await self.claim(child)
+        parent = await self.resident(parent_id)
+        while self.registry.known(child):  # a fresh id: never an existing session's
+            child = ids.mint_child(parent_id, label or agent_id)
+        self._profile(agent_id)
+        level = parent.state.access or self.default_access
+        actor = await self._create(child, agent_id, parent_id, label or None, task, level, parent)
+        delivered = await actor.deliver(task, (), parent_id, "soft")
+        if delivered.start_run:
+            self._start_run(actor)
+        await self.log.wait_durable(delivered.seq)
         return child
 
     def _register(self, state: SessionState) -> SessionActor:
