@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import msgspec
@@ -105,19 +105,35 @@ class ScriptedModel:
     def script_for(self, agent_id: str) -> Script:
         return self._scripts.get(agent_id, self._fallback)
 
-    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelEvent, None]:
-        """The step's events: one async generator, chosen here (not a generator wrapping
-        another, which would cost a second one per model call)."""
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """The step's events. An instant step (no delay, timeout or failure) is a plain
+        async iterator with nothing to release, so closing it costs nothing; the others
+        are one async generator each."""
         script = self.script_for(request.agent_id)
         if request.purpose == "compact":
             summary = script.summary.format(count=len(request.messages))
-            return _events(TextDelta(summary), Stop("end_turn"))
+            return _Instant(iter((TextDelta(summary), Stop("end_turn"))))
         if request.step == 0 or request.session_id not in self._turn_steps:
             self._turn_steps[request.session_id] = script.steps_for(request.round)
         steps = self._turn_steps[request.session_id]
         if request.step >= len(steps):
-            return _events(Stop("end_turn"))
-        return self._play(request, steps[request.step])
+            return _Instant(iter((Stop("end_turn"),)))
+        step = steps[request.step]
+        if not step.delay and not step.timeouts and step.fail is None:
+            return _Instant(self._instant(step))
+        return self._play(request, step)
+
+    def _instant(self, step: Step) -> Iterator[ModelEvent]:
+        """What :meth:`_play` yields for a step with no delay, timeout or failure."""
+        if step.thinking:
+            yield ThinkingDelta(step.thinking)
+        for piece in _chunks(step.text, step.chunk):
+            yield TextDelta(piece)
+        for call in step.calls:
+            yield ToolUse(
+                call.id or f"toolu_{next(self._call_ids):06d}", call.name, dict(call.input)
+            )
+        yield Stop(step.stop or ("tool_use" if step.calls else "end_turn"))
 
     async def _play(self, request: ModelRequest, step: Step) -> AsyncGenerator[ModelEvent, None]:
         if step.thinking:
@@ -142,9 +158,22 @@ class ScriptedModel:
         yield Stop(step.stop or ("tool_use" if step.calls else "end_turn"))
 
 
-async def _events(*events: ModelEvent) -> AsyncGenerator[ModelEvent, None]:
-    for event in events:
-        yield event
+class _Instant:
+    """An async iterator over events made as they are read, with no ``aclose``: nothing
+    to release (``open_stream`` closes an async generator under a shielded scope)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: Iterator[ModelEvent]) -> None:
+        self._events = events
+
+    def __aiter__(self) -> _Instant:
+        return self
+
+    async def __anext__(self) -> ModelEvent:
+        for event in self._events:
+            return event
+        raise StopAsyncIteration
 
 
 def _chunks(text: str, size: int) -> list[str]:

@@ -101,8 +101,9 @@ class Supervisor:
         self._actors: dict[str, SessionActor] = self.registry.resident
         """The resident sessions (the registry's own dict)."""
         self._children: dict[str, list[str]] = self.registry.children
-        self._changed = trio.Event()
-        """Set (and replaced) whenever a run starts or ends; waiters re-check their condition."""
+        self._changed: trio.Event | None = None
+        """Set and dropped whenever a run starts or ends; waiters re-check their condition.
+        Made by the first waiter (:meth:`_next_change`): none is made while nobody waits."""
         self._run_tasks: dict[str, int] = {}
         """Live run tasks per session: a run's task outlives the run by its report up the tree."""
         self._runs_below: dict[str, int] = {}
@@ -453,8 +454,15 @@ class Supervisor:
         self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    def _next_change(self) -> trio.Event:
+        """Set at the next :meth:`_notify`."""
+        if self._changed is None:
+            self._changed = trio.Event()
+        return self._changed
 
     async def wait_idle(self, session_id: str) -> None:
         """Until nothing happens in ``session_id``'s subtree: no run, no run still reporting
@@ -490,7 +498,7 @@ class Supervisor:
                     return waited
             start = busy
             while self._busy(members[start]):
-                await self._changed.wait()
+                await self._next_change().wait()
                 waited = True
 
     def _busy(self, session_id: str) -> bool:
@@ -845,7 +853,7 @@ class Supervisor:
             scope.cancel()
         with trio.CancelScope(shield=True):
             while any(sid in self._run_tasks for sid in members):
-                await self._changed.wait()
+                await self._next_change().wait()
         for sid in sorted(members, key=ids.depth, reverse=True):
             self._unregister(sid)
             self._deleted.discard(sid)

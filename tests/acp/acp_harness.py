@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,11 +89,16 @@ class BlankIds:
         self._inner = inner
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        async with aclosing(self._inner.stream(request)) as events:
+        events = self._inner.stream(request)
+        try:
             async for event in events:
                 if isinstance(event, ToolUse) and event.id.startswith("blank"):
                     event = ToolUse("", event.name, event.input)
                 yield event
+        finally:  # an instant step's stream has nothing to close (no ``aclose``)
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
 
 def acp_model() -> BlankIds:
