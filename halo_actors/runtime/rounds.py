@@ -56,9 +56,19 @@ def message_bytes(message: QueuedMessage) -> int:
     )
 
 
+def message_bytes_at_most(message: QueuedMessage) -> int:
+    """An upper bound of :func:`message_bytes`, with no encoding: JSON spends at most six
+    bytes on a character (``\\u001f``; UTF-8 at most four), plus quotes and separators."""
+    source = len(message.source_session_id or "")
+    text = len(message.text) + (source + 17 if source else 0)
+    return 6 * text + sum(6 * len(image) + 3 for image in message.images) + source + 10
+
+
 def fitting(messages: Sequence[QueuedMessage], cap: int) -> int:
     """How many leading ``messages`` one round record under ``cap`` bytes holds (at least
     one: ``deliver`` refuses a message that could not open a round on its own)."""
+    if ROUND_OVERHEAD_BYTES + sum(map(message_bytes_at_most, messages)) <= cap:
+        return len(messages)  # all of them, surely: nothing to encode
     size = ROUND_OVERHEAD_BYTES
     for count, message in enumerate(messages):
         size += message_bytes(message)

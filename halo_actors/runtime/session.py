@@ -68,7 +68,14 @@ from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
 from .gcpause import GC_PAUSE_SECONDS, GcPause
 from .orphans import command_started
-from .rounds import RESUME_TEXT, ROUND_OVERHEAD_BYTES, fitting, merge_round, message_bytes
+from .rounds import (
+    RESUME_TEXT,
+    ROUND_OVERHEAD_BYTES,
+    fitting,
+    merge_round,
+    message_bytes,
+    message_bytes_at_most,
+)
 
 if TYPE_CHECKING:
     from .profiles import AgentProfile
@@ -280,12 +287,14 @@ class SessionActor:
         queued = MessageQueued(
             text=text, images=images, source_session_id=source, inbox_id=inbox_id
         )
-        size = ROUND_OVERHEAD_BYTES + message_bytes(QueuedMessage(text, images, source))
-        if size > self._log.max_event_bytes:
-            raise EventTooLarge(
-                f"a message of about {size} bytes cannot open a round; "
-                f"the cap is {self._log.max_event_bytes}"
-            )
+        message = QueuedMessage(text, images, source)
+        cap = self._log.max_event_bytes
+        if ROUND_OVERHEAD_BYTES + message_bytes_at_most(message) > cap:  # else it surely fits
+            size = ROUND_OVERHEAD_BYTES + message_bytes(message)
+            if size > cap:
+                raise EventTooLarge(
+                    f"a message of about {size} bytes cannot open a round; the cap is {cap}"
+                )
         async with self.serial:
             if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")

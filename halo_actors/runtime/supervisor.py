@@ -374,10 +374,13 @@ class Supervisor:
         Returns (the acknowledgement) once the message is durable. With a shared log, a
         message for a tree another node owns is forwarded to it (``cluster.py``) and
         acknowledged once it is durable in that node's log."""
-        try:
-            await self.claim(target, create=False)
-        except OwnedElsewhere:
-            return await self.owner.forward(target, text, images=images, source=source, mode=mode)
+        if self.owner is not LOCAL:  # a runtime alone on its log holds every tree
+            try:
+                await self.claim(target, create=False)
+            except OwnedElsewhere:
+                return await self.owner.forward(
+                    target, text, images=images, source=source, mode=mode
+                )
         try:
             delivery, _ = await self.accept(target, text, images=images, source=source, mode=mode)
         except Fenced:  # this node lost the tree just now (nothing stored): to its new owner
@@ -396,7 +399,8 @@ class Supervisor:
     ) -> tuple[Delivery, int]:
         """``send`` to a tree held here (never forwarded): the delivery and the seq of the
         message's record, once durable. ``inbox_id``: the shared inbox row it came from."""
-        await self.claim(target, create=False)
+        if self.owner is not LOCAL:
+            await self.claim(target, create=False)
         delivered = await self._deliver(target, text, images, source, mode, inbox_id)
         await self.log.wait_durable(delivered.seq)
         return ("started" if delivered.start_run else "queued"), delivered.seq
