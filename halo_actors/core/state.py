@@ -33,6 +33,7 @@ from .conversation import (
     user_text,
 )
 from .events import (
+    AgentDone,
     AgentStarted,
     AssistantReplied,
     CommandStarted,
@@ -43,6 +44,7 @@ from .events import (
     MailboxDiscarded,
     MailboxFolded,
     MessageQueued,
+    Notified,
     Record,
     ReportSent,
     RoundStarted,
@@ -50,12 +52,20 @@ from .events import (
     SessionCreated,
     SessionDeleted,
     SessionStopped,
+    TextStreamed,
+    ThinkingStreamed,
     ToolCalled,
     ToolReturned,
     TurnCompleted,
+    UsageReported,
 )
 
 Lifecycle = Literal["live", "stopped", "archived", "deleted"]
+
+_STATELESS: frozenset[type] = frozenset(
+    {TextStreamed, ThinkingStreamed, UsageReported, AgentDone, Notified}
+)
+"""Events that change nothing in a state but its ``last_seq`` and ``updated_ts``."""
 
 LANDED = "interrupted"
 """``AssistantReplied.stop_reason`` of the text a hard cut landed (no model stops so)."""
@@ -148,6 +158,8 @@ class SessionState:
             self._start_over()  # the id of a deleted session, created again
         self.last_seq = record.seq
         self.updated_ts = record.ts
+        if type(record.event) in _STATELESS:  # the most frequent: skip the match below
+            return
         match record.event:
             case SessionCreated() as e:
                 self.agent_id, self.parent_id = e.agent_id, e.parent_id

@@ -495,6 +495,8 @@ class Supervisor:
         members, start, waited = members_now(), 0, False
         while True:
             busy = next((i for i in range(start, len(members)) if self._busy(members[i])), None)
+            if busy is None and not waited:  # that pass saw all of them at one instant
+                return False
             if busy is None:  # the final check: all of them again, with no await between
                 members = members_now()
                 busy = next((i for i, sid in enumerate(members) if self._busy(sid)), None)
