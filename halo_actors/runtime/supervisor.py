@@ -3,7 +3,8 @@
 It starts root and child sessions, delivers messages (soft and hard
 interrupts), stops, archives and deletes subtrees, and supervises each
 session's run: starts its task, closes it after a crash, and sends the reports up
-the tree; the loop inside a run (round, turn, compaction) is ``driver.py``. Gates (same tree,
+the tree; the loop inside a run (round, turn, compaction) is ``driver.py``, and the
+stop/archive/delete cascades are ``cascade.py``. Gates (same tree,
 not self-or-ancestor) are *not* here: they sit in the session tools, because the
 HTTP front and the report-to-parent path call these methods already authorised.
 See ``docs/design/actors.md``.
@@ -29,7 +30,6 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Literal
 
-import outcome
 import trio
 
 from ..agent.model import (
@@ -52,7 +52,6 @@ from ..core.events import (
     Record,
     ReportSent,
     SessionCreated,
-    SessionDeleted,
 )
 from ..core.log import EventFilter, EventLog
 from ..core.log.index import DELETED
@@ -62,14 +61,14 @@ from ..tools.base import Delivery, Tool
 from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
 from ..tools.sandbox import Sandbox
+from .cascade import Cascades
 from .driver import RunDriver
-from .gcpause import GcPause
 from .orphans import kill_orphans
 from .ownership import LOCAL, OwnedElsewhere, Ownership
 from .passivation import DEFAULT_RESIDENT_IDLE, Registry
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
 from .rounds import final_report, interim_report, report_recipient
-from .session import Delivered, Mode, SessionActor, abort_together, closing_events
+from .session import Delivered, Mode, SessionActor, closing_events
 
 log = get_logger("halo_actors.supervisor")
 
@@ -120,8 +119,8 @@ class Supervisor:
         starts: a run started under ``LOCAL`` has no scope :meth:`drop_tree` can cancel."""
         self._tree_runs: dict[str, set[trio.CancelScope]] = {}
         """The cancel scope of every run task, per tree: dropping a tree cancels them."""
-        self._gc_pause = GcPause()
-        """Pauses the cyclic GC while a cascade's runs unwind (``gcpause.py``)."""
+        self._cascades = Cascades(self)
+        """Stops, archives and deletes of subtrees (``cascade.py``)."""
         self.driver = RunDriver(
             model,
             workspace,
@@ -661,120 +660,14 @@ class Supervisor:
 
     async def stop(self, target: str) -> bool:
         """Stop preserves: fold each mailbox into history, abort, wait for the whole subtree."""
-        return await self._owned(partial(self._abort_subtree, target, "stop"))
+        return await self._cascades.run(partial(self._cascades.abort_subtree, target, "stop"))
 
     async def archive(self, target: str) -> bool:
         """Archive discards the mailboxes; the subtree is read-only afterwards."""
-        return await self._owned(partial(self._abort_subtree, target, "archive"))
+        return await self._cascades.run(partial(self._cascades.abort_subtree, target, "archive"))
 
     async def delete(self, target: str) -> bool:
-        return await self._owned(partial(self._delete_subtree, target))
-
-    async def _owned(self, job: Callable[[], Awaitable[bool]]) -> bool:
-        """Run a cascade as the supervisor's own task and wait for it.
-
-        The cascade finishes even when its waiter is cancelled: a turn whose tool call
-        stops a sibling can itself be stopped meanwhile (two turns stopping each other),
-        and neither may then wait, shielded, for the other.
-        """
-        done = trio.Event()
-        result: outcome.Outcome[bool] | None = None
-        waiting = True
-
-        async def run() -> None:
-            nonlocal result
-            try:
-                result = outcome.Value(await job())
-            except Exception as exc:
-                result = outcome.Error(exc)
-                if not waiting:
-                    log.error("cascade_failed", exc_info=exc)
-            finally:
-                done.set()  # a shutdown cancels the cascade and leaves no result
-
-        self._nursery.start_soon(run)
-        try:
-            await done.wait()
-        finally:
-            waiting = False
-        if result is None:
-            raise SessionUnavailable("the runtime is shutting down")
-        return result.unwrap()
-
-    async def _delete_subtree(self, target: str) -> bool:
-        if not self.registry.known(ids.check_session_id(target)):
-            raise SessionNotFound(f"session {target} not found")
-        members = self.subtree(target)
-        pinned = self.registry.pin(members)  # resident from their activation to their deletion
-        try:
-            await self._abort_subtree(target, "archive")
-            await self.registry.activate_tree_members(members)  # an archived subtree is not
-            for sid in reversed(members):
-                actor = self._actors.get(sid)
-                if actor is None:  # a concurrent delete got there first
-                    continue
-                self._unregister(sid)
-                self._deleted.add(sid)
-                await actor.emit(SessionDeleted())
-            await self.log.wait_durable(self.log.stamped_seq)
-        finally:
-            self.registry.unpin(pinned)
-        if ids.is_root(target):  # no node takes a deleted tree over (``ownership.py``)
-            await self.owner.deleted(target)
-        return True
-
-    async def _abort_subtree(self, target: str, how: Literal["stop", "archive"]) -> bool:
-        if not self.registry.known(ids.check_session_id(target)):
-            raise SessionNotFound(f"session {target} not found")
-        pinned: list[str] = []
-        try:
-            # Rebuild every passivated member (pinned: none is passivated again meanwhile),
-            # then re-list: a child created during the reads is in the cascade too.
-            while passive := [s for s in self.subtree(target) if s not in self._actors]:
-                pinned += self.registry.pin(self.subtree(target))
-                await self.registry.activate_tree_members(passive)
-            return await self._abort_resident(target, how)
-        finally:
-            self.registry.unpin(pinned)
-
-    async def _abort_resident(self, target: str, how: Literal["stop", "archive"]) -> bool:
-        """The cascade once every member is resident; marks them all with no checkpoint
-        between the listing and the marking."""
-        root = self._actors.get(target)
-        if root is None:  # deleted while its subtree was rebuilt
-            raise SessionNotFound(f"session {target} not found")
-        if root.state.lifecycle in ("archived", "deleted"):
-            return False
-        actors = [self._actors[s] for s in self.subtree(target)]
-        for actor in actors:
-            actor.aborts_pending += 1
-        results: list[bool] = []
-
-        def grace(agent_id: str) -> float:
-            return self._profile(agent_id).limits.kill_grace
-
-        async def abort_one(actor: SessionActor) -> None:
-            results.append(await actor.abort(how, grace(actor.agent_id)))
-
-        # Pipelined, every session whose abort turn is free is aborted together in this
-        # task, runs and all, with no task, lock or wait per session; one whose abort is
-        # already under way (another cascade) gets a task of its own that waits its turn.
-        together = [a for a in actors if self.log.pipelined and a.claim_abort_nowait()]
-        claimed = set(together)
-        alone = [a for a in actors if a not in claimed]
-        if alone:
-            async with trio.open_nursery() as nursery:
-                for actor in alone:
-                    nursery.start_soon(abort_one, actor)
-                results += await abort_together(together, how, grace, self._gc_pause)
-        else:
-            results += await abort_together(together, how, grace, self._gc_pause)
-        await self.log.wait_durable(max(a.state.last_seq for a in actors))
-        self._notify()
-        for actor in actors:
-            if how == "stop" and actor.state.mailbox and actor.claim_run():
-                self._start_run(actor)
-        return any(results)
+        return await self._cascades.run(partial(self._cascades.delete_subtree, target))
 
     # --- recovery ------------------------------------------------------------------
 
