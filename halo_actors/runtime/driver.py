@@ -21,6 +21,7 @@ See ``docs/design/turns.md`` (batch boundaries) and ``docs/design/actors.md``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import NamedTuple
 
 import trio
 
@@ -44,7 +45,7 @@ from ..core.events import Compacted, FlagsChanged, Notified, RoundStarted
 from ..tools.base import ToolContext, TreeControl
 from ..tools.builtin import WRITING_TOOLS
 from ..tools.files import Workspace
-from ..tools.registry import ToolRegistry
+from ..tools.registry import ToolRegistry, Toolset
 from ..tools.sandbox import Sandbox, ShellConfinement
 from ..tools.shell import ShellLimits
 from .profiles import AgentProfile
@@ -57,6 +58,17 @@ TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None] | None]
 
 AccessOf = Callable[[SessionActor], Access]
 """The session's own access level (recorded at creation, or the runtime's default)."""
+
+MAX_SHARED = 64
+"""Profile and access pairs whose shared turn parts are kept (profiles are few)."""
+
+
+class _Shared(NamedTuple):
+    """What every turn under one profile and access level shares (all immutable)."""
+
+    shell: ShellLimits
+    confinement: ShellConfinement
+    toolset: Toolset
 
 
 class RunDriver:
@@ -84,6 +96,8 @@ class RunDriver:
         """Where custom tools run (a hard interrupt may have to leave one behind)."""
         self.access_of = access_of
         self.sandbox = sandbox
+        self._shared_parts: dict[tuple[int, Access], tuple[AgentProfile, _Shared]] = {}
+        """What turns share per profile and access level (the profile kept: ids are reused)."""
 
     async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
@@ -118,43 +132,27 @@ class RunDriver:
         return reason
 
     def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
-        """The turn's tools, their context and limits: the same for every turn of a session
-        under one profile (its access is fixed at creation), so built once and kept on the
-        actor until the profile changes (a reload makes a new profile object)."""
-        cached = actor.turn_setup
-        if cached is not None and cached[0] is profile:
-            return cached[1]
-        setup = self._build_setup(actor, profile)
-        actor.turn_setup = (profile, setup)
-        return setup
-
-    def _build_setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
-        limits = profile.limits
-        shell = ShellLimits(
-            output_cap=limits.shell_output_cap,
-            timeout=limits.shell_timeout,
-            kill_grace=limits.kill_grace,
-        )
+        """The turn's tools, their context and limits. What depends only on the profile
+        and the access level is built once per pair (:meth:`_shared`); nothing is kept on
+        the actor, which a setup refers to (no cycle outlives the turn)."""
         access = self.capability(actor, profile)
+        shared = self._shared(profile, access)
+        limits = profile.limits
         context = ToolContext(
             session_id=actor.session_id,
             agent_id=actor.agent_id,
             workspace=self.workspace,
             tree=self.tree,
             turn=actor,
-            shell=shell,
+            shell=shared.shell,
             tasks=self.tool_tasks,
             access=access,
-            confinement=ShellConfinement(self.sandbox, profile.network, limits.max_processes),
+            confinement=shared.confinement,
         )
-        names = profile.tools
-        if access == "readonly":  # absent, not merely refused: the model never sees them
-            names = tuple(name for name in names if name not in WRITING_TOOLS)
-        tools = self.tools.toolset(tuple(names))
         return TurnSetup(
             model=self.model,
-            tools=tools.tools,
-            specs=tools.specs,
+            tools=shared.toolset.tools,
+            specs=shared.toolset.specs,
             tool_context=context,
             system=profile.system,
             max_steps=limits.max_steps,
@@ -163,6 +161,32 @@ class RunDriver:
             context_tokens=lambda: actor.state.context_tokens,
             make_room=lambda: self.make_room(actor, profile),
         )
+
+    def _shared(self, profile: AgentProfile, access: Access) -> _Shared:
+        """The shell limits, confinement and tool set of ``profile`` at ``access`` (all
+        immutable): built on first use, then kept while the profile object lives (a reload
+        makes a new one, so a changed profile is never served stale)."""
+        key = (id(profile), access)
+        found = self._shared_parts.get(key)
+        if found is not None and found[0] is profile:
+            return found[1]
+        limits = profile.limits
+        names = profile.tools
+        if access == "readonly":  # absent, not merely refused: the model never sees them
+            names = tuple(name for name in names if name not in WRITING_TOOLS)
+        shared = _Shared(
+            shell=ShellLimits(
+                output_cap=limits.shell_output_cap,
+                timeout=limits.shell_timeout,
+                kill_grace=limits.kill_grace,
+            ),
+            confinement=ShellConfinement(self.sandbox, profile.network, limits.max_processes),
+            toolset=self.tools.toolset(tuple(names)),
+        )
+        if len(self._shared_parts) >= MAX_SHARED:  # reloaded profiles: drop the old ones
+            self._shared_parts.clear()
+        self._shared_parts[key] = (profile, shared)
+        return shared
 
     def capability(self, actor: SessionActor, profile: AgentProfile) -> Access:
         """What the session's tools may do: its level, lowered by a sandboxing profile."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 import structlog
 import trio
@@ -76,9 +76,6 @@ from .rounds import (
     message_bytes,
     message_bytes_at_most,
 )
-
-if TYPE_CHECKING:
-    from .profiles import AgentProfile
 
 Mode = Literal["soft", "hard"]
 MAX_BACKLOG = 10_000
@@ -126,7 +123,6 @@ class SessionActor:
         "run_ended",
         "session_id",
         "state",
-        "turn_setup",
         "waited_on_children",
     )
 
@@ -154,8 +150,6 @@ class SessionActor:
         """A child of this session was running when the current turn started."""
         self.compact_requested = False
         """A manual compaction waits for the end of the current turn."""
-        self.turn_setup: tuple[AgentProfile, TurnSetup] | None = None
-        """The driver's tools and limits for a turn under this profile (``driver.py``)."""
         self._logger: structlog.typing.FilteringBoundLogger | None = None
 
     @property

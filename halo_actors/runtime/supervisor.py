@@ -129,7 +129,7 @@ class Supervisor:
             self.below_busy,
             tools=tools,
             tool_tasks=nursery,
-            access_of=lambda actor: self.access_of(actor.session_id),
+            access_of=lambda actor: actor.state.access or self.default_access,
             sandbox=sandbox or Sandbox(),
         )
 
