@@ -36,6 +36,7 @@ from halo_actors.core.events import (
     kind_of,
 )
 from halo_actors.core.log import MemoryEventLog, SqliteEventLog
+from halo_actors.runtime.supervisor import Supervisor
 from halo_actors.tools.base import ToolContext, call_tool
 from halo_actors.tools.files import Workspace
 from halo_actors.tools.registry import BUILTIN_TOOLS
@@ -281,3 +282,33 @@ async def test_a_stop_folds_a_mailbox_too_big_for_one_record_in_several(
             assert sum(f.count for f in folds) == 4 and len(folds) > 1
             assert rt.sup.state(sid).mailbox == []
             await rt.assert_replay_matches(sid)
+
+
+async def test_a_start_racing_its_parents_archive_is_refused_in_the_parents_name(
+    tmp_path: Path,
+) -> None:
+    """Rule (supervisor model, seed 3003): "a session being stopped refuses new
+    children", and the refusal names that session. A cascade that began while the
+    child's creation was being logged archived the new child, and the start was
+    refused as ``session <child> is archived``: a name the caller never knew."""
+    wrong: list[tuple[int, str]] = []
+    for yields in range(16):  # the archive lands before, during and after the creation
+        log = await SqliteEventLog.open(tmp_path / f"run{yields}" / ".halo" / "events.db")
+        with trio.fail_after(SHELL_BUDGET):
+            async with running(tmp_path, ANSWER_ANYTHING, log=log) as rt:
+                root = await rt.sup.create_session(namespace="web_a")
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(_archive_after, rt.sup, root, yields)
+                    try:
+                        await rt.sup.start_child(root, "default", "a task")
+                    except SessionUnavailable as exc:
+                        if not str(exc).startswith(f"session {root} "):
+                            wrong.append((yields, str(exc)))
+            await log.aclose()  # its writer thread would keep the test process alive
+    assert not wrong, wrong
+
+
+async def _archive_after(sup: Supervisor, session_id: str, yields: int) -> None:
+    for _ in range(yields):
+        await trio.lowlevel.checkpoint()
+    await sup.archive(session_id)
