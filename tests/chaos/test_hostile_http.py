@@ -40,6 +40,7 @@ from raw_http import (
 from web_client import Harness, serve_harness, sse, subscriber_count, wait_until
 
 from halo_actors.core.events import TextStreamed
+from halo_actors.fronts.http.limits import load_test_limits
 
 SUITE = "hostile HTTP input"
 # --- schemathesis -----------------------------------------------------------------
@@ -330,7 +331,10 @@ async def test_abandoned_sse_connections_leave_no_listener_behind(
     sid = "web_alice_abandoned"
     styles = ("reset", "close", "reset-before-answer", "close-after-headers")
     with trio.fail_after(scale(60, 240)):
-        async with serve_harness(tmp_path, keepalive=5.0) as harness:
+        # One token plays every client: its open-stream limit must be above `count`
+        # (the harness's default, 1,000, refused the full size's 3,000 with 429s).
+        limits = load_test_limits(streams=2 * count)
+        async with serve_harness(tmp_path, keepalive=5.0, limits=limits) as harness:
             token = harness.token()
             port = harness.server.port
             sup = await harness.sup()
