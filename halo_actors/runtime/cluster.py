@@ -42,6 +42,7 @@ from ..core.log.pglisting import (
     title_of,
     titles_statement,
 )
+from ..core.log.pgschema import ensure_tables
 from ..core.log.postgres import PostgresEventLog
 from ..core.logger import get_logger
 from .forwarding import Forwarding
@@ -273,11 +274,7 @@ class NodeOwnership:
         lock_key = f"halo-schema:{self.leases.log.schema}"
 
         def create(conn: Conn) -> list[tuple[object, ...]]:
-            # Under the schema's creation lock: two nodes starting at once both ran CREATE
-            # TABLE IF NOT EXISTS and one failed on pg_type's unique index.
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock_key,))
-                conn.execute(statement)
+            ensure_tables(conn, lock_key, [self._orphans], [statement])
             return []
 
         await self._db(create)

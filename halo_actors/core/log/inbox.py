@@ -31,6 +31,7 @@ import trio
 from psycopg import sql
 
 from ..logger import get_logger
+from .pgschema import ensure_tables
 from .postgres import PostgresEventLog
 
 POLL_SECONDS = 1.0
@@ -74,6 +75,7 @@ class _Statements:
     def __init__(self, schema: str) -> None:
         t = sql.Identifier(schema, "inbox")
         self.channel = f"{schema}_inbox"
+        self.relations = [t, sql.Identifier(schema, "inbox_unsettled")]
         self.create = [
             sql.SQL(
                 "CREATE TABLE IF NOT EXISTS {} (id BIGSERIAL PRIMARY KEY, root TEXT NOT NULL,"
@@ -141,10 +143,7 @@ class Inbox:
 
     def _prepare(self) -> Conn:
         conn = self._connect()
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (self._sql.channel,))
-            for statement in self._sql.create:
-                conn.execute(statement)
+        ensure_tables(conn, self._sql.channel, self._sql.relations, self._sql.create)
         return conn
 
     def _stop(self) -> None:

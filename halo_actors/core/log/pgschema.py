@@ -23,6 +23,7 @@ A writer's connection holds a session-level advisory lock keyed on the schema
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import psycopg
@@ -77,35 +78,55 @@ def int64(value: int) -> int:
     return min(max(value, _INT64[0]), _INT64[1])
 
 
-_READY = "SELECT to_regclass(quote_ident(%s) || '.events_messages') IS NOT NULL"
-"""The schema is complete: the effect of the last statement of ``_DDL`` is there."""
+Conn = psycopg.Connection[tuple[object, ...]]
 
 
-def create_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
-    """Create the schema and its tables if missing (``conn`` in autocommit).
+def ensure_tables(
+    conn: Conn, lock_key: str, relations: Sequence[sql.Identifier], ddl: Sequence[sql.Composed]
+) -> None:
+    """Run ``ddl`` (idempotent statements) on an autocommit ``conn`` unless every one of
+    ``relations`` (the qualified tables and indexes it makes) exists already.
 
-    A schema already complete is left alone: no statement runs, so a node starting
-    while others write takes none of their locks. (The DDL used to run every time, in
-    one transaction: its ``CREATE INDEX IF NOT EXISTS`` held a share lock on ``events``
-    while its ``INSERT … ON CONFLICT`` waited for the head row a writer held, and that
-    writer waited for ``events``: a deadlock, and the starting node exited.) Otherwise
-    the statements run in order, each in a transaction of its own (none waits while
-    holding another's lock), under a session advisory lock keyed on the schema name,
-    so several nodes can start at once; the ready check reads the last one's effect."""
-    if _ready(conn, schema):
+    A schema in use is left alone: no statement runs, so a node starting while others
+    write takes none of their locks. (The DDL used to run every time, in one transaction:
+    its ``CREATE INDEX IF NOT EXISTS`` held a share lock on ``events`` while its
+    ``INSERT … ON CONFLICT`` waited for the head row a writer held, and that writer waited
+    for ``events``: a deadlock, and the starting node exited.) Otherwise the statements
+    run in order, each in a transaction of its own (none waits while holding another's
+    lock), under a session advisory lock on ``lock_key`` so that several nodes can start
+    at once; the check is made again under the lock."""
+    names = [relation.as_string(conn) for relation in relations]
+    check = "SELECT bool_and(to_regclass(name) IS NOT NULL) FROM unnest(%s::text[]) AS name"
+
+    def present() -> bool:
+        row = conn.execute(check, (names,)).fetchone()
+        return bool(row and row[0])
+
+    if present():
         return
-    key = f"halo-schema:{schema}"
-    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (key,))
+    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", (lock_key,))
     try:
-        for statement in _DDL.strip().split(";\n"):
-            conn.execute(sql.SQL(statement).format(s=sql.Identifier(schema)))
+        if not present():
+            for statement in ddl:
+                conn.execute(statement)
     finally:
-        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (key,))
+        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", (lock_key,))
 
 
-def _ready(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
-    row = conn.execute(_READY, (schema,)).fetchone()
-    return bool(row and row[0])
+_RELATIONS = (
+    *("events", "events_by_session", "events_by_root", "events_by_ts", "log_head", "leases"),
+    *("events_lifecycle", "events_messages"),
+)
+"""What ``_DDL`` makes; the last two came with the ``leases.deleted`` column, so a schema
+that has them is complete. A later statement must add what it makes here."""
+
+
+def create_schema(conn: Conn, schema: str) -> None:
+    """Create the log's schema and tables if missing (:func:`ensure_tables`)."""
+    s = sql.Identifier(schema)
+    relations = [sql.Identifier(schema, name) for name in _RELATIONS]
+    ddl = [sql.SQL(statement).format(s=s) for statement in _DDL.strip().split(";\n")]
+    ensure_tables(conn, f"halo-schema:{schema}", relations, ddl)
 
 
 @dataclass(frozen=True)

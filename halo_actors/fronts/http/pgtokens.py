@@ -35,6 +35,7 @@ import psycopg
 from psycopg import sql
 
 from ...core.errors import InvalidInput
+from ...core.log.pgschema import ensure_tables
 from .tokens import TOKEN_ID, TokenInfo, check_access, check_account_id, hash_token
 
 _DDL = """
@@ -119,11 +120,8 @@ class PgTokenStore:
             conn = psycopg.connect(
                 self.dsn, autocommit=True, connect_timeout=10, application_name="halo-tokens"
             )
-            with conn.transaction():
-                key = f"halo-schema:{self.schema}"
-                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (key,))
-                for statement in self._ddl:
-                    conn.execute(statement)
+            relations = [sql.Identifier(self.schema, t) for t in ("tokens", "token_list")]
+            ensure_tables(conn, f"halo-schema:{self.schema}", relations, self._ddl)
             self._conn = conn
         return self._conn
 
