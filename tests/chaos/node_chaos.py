@@ -112,15 +112,12 @@ async def run_nodes(plan: NodesPlan, cluster: Cluster) -> NodesRun:
                 nursery.start_soon(_client, client_rng, nodes, token, queue, run)
             nursery.start_soon(_faults, rng, nodes, plan, run, queue)
         following.cancel_scope.cancel()
-    for node in nodes:  # every node runs again (a stalled one resumed, a dead one restarted)
-        if node.stopped:
-            node.signal(signal.SIGCONT)
-        if node.process is None:
-            await trio.to_thread.run_sync(node.start)
+    await _run_every_node(nodes, run)
     with trio.move_on_after(SETTLE):
         while _unsettled(await trio.to_thread.run_sync(cluster.raw_records), run):  # noqa: ASYNC110 - the database has no event
             await trio.sleep(0.5)
     _check(await trio.to_thread.run_sync(cluster.raw_records), run)
+    await _run_every_node(nodes, run)  # none may have crashed while the trees settled
     for follower in run.followers:
         await _check_resumes(rng, nodes, token, follower, run)
     run.figures.update(
@@ -252,6 +249,26 @@ async def _check_resumes(
                 f"follower of {follower.root} resumed after {piece.after} on {piece.node}: "
                 f"got {got.id} {got.data}, a replay on {node.node_id} gives {first.id} {first.data}"
             )
+
+
+async def _run_every_node(nodes: list[Node], run: NodesRun) -> None:
+    """Every node runs again: a stalled one resumed, a killed one restarted; one that no
+    fault killed but exited is a problem (a crash), then restarted too."""
+    for node in nodes:
+        if node.stopped:
+            node.signal(signal.SIGCONT)
+        if node.process is not None and node.process.poll() is not None:
+            run.problems.append(_exited_by_itself(node, node.process.returncode))
+            node.process = None
+        if node.process is None:
+            await trio.to_thread.run_sync(node.start)
+
+
+def _exited_by_itself(node: Node, code: int) -> str:
+    """A node no fault killed exited: a crash, named with the end of its log."""
+    log = node.cluster.tmp / f"{node.node_id}.log"
+    tail = log.read_text(errors="replace").splitlines()[-30:] if log.exists() else []
+    return f"node {node.node_id} exited by itself (code {code}); its log ends:\n" + "\n".join(tail)
 
 
 async def _first_after(node: Node, token: str, root: str, after: EventId) -> Frame | None:
