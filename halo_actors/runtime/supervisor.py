@@ -333,7 +333,14 @@ class Supervisor:
         self._profile(agent_id)
         level = parent.state.access or self.default_access
         actor = await self._create(child, agent_id, parent_id, label or None, task, level, parent)
-        delivered = await actor.deliver(task, (), parent_id, "soft")
+        try:
+            delivered = await actor.deliver(task, (), parent_id, "soft")
+        except SessionUnavailable:
+            # On a log whose appends wait (PostgreSQL), a cascade over the parent can begin
+            # while the creation is logged and take the child: refuse in the caller's name.
+            if parent.stopping or parent.state.lifecycle in ("archived", "deleted"):
+                raise SessionUnavailable(f"session {parent_id} is being stopped") from None
+            raise
         if delivered.start_run:
             self._start_run(actor)
         await self.log.wait_durable(delivered.seq)
