@@ -219,13 +219,7 @@ async def test_a_chat_that_starts_a_run_streams_that_run_not_the_end_of_the_one_
             await trio.lowlevel.checkpoint()
         assert sup.log.last_seq < actor.state.last_seq  # its closing records: not durable yet
         ended = actor.state.last_seq
-        plan = ChatPlan(sup, sid, "slow 3", (), None, 100, "workspace")
-        send, receive = trio.open_memory_channel[Frame](100)
-        async with AsyncExitStack() as stack:
-            first = await plan.open(stack)
-            async with send:
-                await plan.pump(send)
-        frames = [*first, *[frame async for frame in receive]]
+        frames = await every_frame(ChatPlan(sup, sid, "slow 3", (), None, 100, "workspace"))
     assert [f.payload["type"] for f in frames][:2] == ["session", "user"]
     assert frames[1].payload["text"] == "slow 3"
     assert "".join(str(f.payload["text"]) for f in frames if f.payload["type"] == "stream") == (
@@ -234,6 +228,16 @@ async def test_a_chat_that_starts_a_run_streams_that_run_not_the_end_of_the_one_
     assert frames[-1].payload == {"type": "complete", "reason": "end_turn"}
     # the session frame's id covers the run before (not shown here), never this run's records
     assert ended <= frames[0].seq < frames[1].seq
+
+
+async def every_frame(plan: ChatPlan | RunPlan) -> list[Frame]:
+    """Every frame of ``plan``'s stream, from its opening to its end."""
+    send, receive = trio.open_memory_channel[Frame](100)
+    async with AsyncExitStack() as stack:
+        first = await plan.open(stack)
+        async with send:
+            await plan.pump(send)
+    return [*first, *[frame async for frame in receive]]
 
 
 async def test_a_compaction_a_command_starts_streams_that_run_not_the_end_of_the_one_before(
@@ -251,13 +255,7 @@ async def test_a_compaction_a_command_starts_streams_that_run_not_the_end_of_the
             await trio.lowlevel.checkpoint()
         assert sup.log.last_seq < actor.state.last_seq
         ended = actor.state.last_seq
-        plan = RunPlan(sup, sid, partial(sup.compact, sid), 100)
-        send, receive = trio.open_memory_channel[Frame](100)
-        async with AsyncExitStack() as stack:
-            first = await plan.open(stack)
-            async with send:
-                await plan.pump(send)
-        frames = [*first, *[frame async for frame in receive]]
+        frames = await every_frame(RunPlan(sup, sid, partial(sup.compact, sid), 100))
     assert frames[0].payload["type"] == "session" and frames[0].seq == ended
     assert all(f.seq > ended for f in frames[1:])
     assert frames[-1].payload["type"] == "complete"
