@@ -10,6 +10,8 @@ Reading never moves the lease.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -29,6 +31,23 @@ async def start(*nodes: Node) -> None:
             nursery.start_soon(trio.to_thread.run_sync, node.start)
 
 
+@asynccontextmanager
+async def two_nodes(
+    cluster: Cluster,
+) -> AsyncIterator[tuple[str, Node, Node, httpx.AsyncClient, httpx.AsyncClient, str]]:
+    """Nodes n1 and n2 running, a token, a client of each, and a tree minted on n1."""
+    token = cluster.token()
+    n1, n2 = cluster.node("n1"), cluster.node("n2")
+    await start(n1, n2)
+    headers = {"x-token": token}
+    async with (
+        httpx.AsyncClient(base_url=n1.url, headers=headers, timeout=30) as one,
+        httpx.AsyncClient(base_url=n2.url, headers=headers, timeout=30) as two,
+    ):
+        root = (await one.post("/api/web/sessions", json={})).json()["sessionId"]
+        yield token, n1, n2, one, two, root
+
+
 def payload(frames: list[Frame]) -> list[tuple[str, dict[str, object]]]:
     return [(str(f.id), f.data) for f in frames]
 
@@ -36,16 +55,8 @@ def payload(frames: list[Frame]) -> list[tuple[str, dict[str, object]]]:
 async def test_a_follower_cut_on_one_node_resumes_on_another_with_no_gap_and_no_duplicate(
     cluster: Cluster,
 ) -> None:
-    token = cluster.token()
-    n1, n2 = cluster.node("n1"), cluster.node("n2")
-    await start(n1, n2)
-    headers = {"x-token": token}
     with trio.fail_after(BUDGET):
-        async with (
-            httpx.AsyncClient(base_url=n1.url, headers=headers, timeout=30) as one,
-            httpx.AsyncClient(base_url=n2.url, headers=headers, timeout=30) as two,
-        ):
-            root = (await one.post("/api/web/sessions", json={})).json()["sessionId"]
+        async with two_nodes(cluster) as (_token, _n1, _n2, one, two, root):
             body = {"sessionId": root, "message": "count to 10"}
             async with one.stream("POST", "/api/web/chat", json=body) as resp:
                 assert resp.status_code == 200
@@ -79,16 +90,8 @@ async def test_a_follower_cut_on_one_node_resumes_on_another_with_no_gap_and_no_
 async def test_a_node_that_does_not_own_a_tree_answers_its_history_and_push_stream(
     cluster: Cluster,
 ) -> None:
-    token = cluster.token()
-    n1, n2 = cluster.node("n1"), cluster.node("n2")
-    await start(n1, n2)
-    headers = {"x-token": token}
     with trio.fail_after(BUDGET):
-        async with (
-            httpx.AsyncClient(base_url=n1.url, headers=headers, timeout=30) as one,
-            httpx.AsyncClient(base_url=n2.url, headers=headers, timeout=30) as two,
-        ):
-            root = (await one.post("/api/web/sessions", json={})).json()["sessionId"]
+        async with two_nodes(cluster) as (token, _n1, n2, one, two, root):
             url = n2.url.replace("http://", "ws://") + f"/api/web/ws?token={token}&sessionId={root}"
             async with trio_websocket.open_websocket_url(url) as ws:
                 opening = json.loads(await ws.get_message())
@@ -126,16 +129,8 @@ async def test_a_follower_of_a_node_killed_mid_run_resumes_on_another_node_throu
     """The chaos rule, once: n1 (the owner) is SIGKILLed mid-run; its follower resumes on
     n2 with its last id, waits while the lease runs out, and sees n2's takeover close the
     cut turn: no gap, no duplicate against the run replayed whole afterwards."""
-    token = cluster.token()
-    n1, n2 = cluster.node("n1"), cluster.node("n2")
-    await start(n1, n2)
-    headers = {"x-token": token}
     with trio.fail_after(BUDGET):
-        async with (
-            httpx.AsyncClient(base_url=n1.url, headers=headers, timeout=30) as one,
-            httpx.AsyncClient(base_url=n2.url, headers=headers, timeout=30) as two,
-        ):
-            root = (await one.post("/api/web/sessions", json={})).json()["sessionId"]
+        async with two_nodes(cluster) as (_token, n1, _n2, one, two, root):
             body = {"sessionId": root, "message": "count to 400"}
             before_kill: list[Frame] = []
             with pytest.raises(httpx.HTTPError):  # the node dies under the stream
