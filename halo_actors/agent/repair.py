@@ -11,6 +11,8 @@ the model API rejected as malformed:
 
 from __future__ import annotations
 
+import operator
+
 from ..core.conversation import (
     Block,
     Message,
@@ -58,10 +60,13 @@ def repair(messages: list[Message]) -> list[Message]:
 
 
 def _strip_empty_text(message: Message) -> Message:
+    for block in message.content:
+        if isinstance(block, TextBlock) and not block.text:
+            break
+    else:
+        return message  # the usual case: nothing to strip, nothing built
     kept = tuple(b for b in message.content if not (isinstance(b, TextBlock) and not b.text))
-    return (
-        message if len(kept) == len(message.content) else Message(role=message.role, content=kept)
-    )
+    return Message(role=message.role, content=kept)
 
 
 def _answered_ids(message: Message) -> set[str]:
@@ -113,7 +118,7 @@ class RepairCache:
             keep -= 1  # its results are in the tail: re-check the call with them
         tail = messages[keep:]
         fixed = repair(tail)
-        if len(fixed) != len(tail) or any(a is not b for a, b in zip(fixed, tail, strict=True)):
+        if len(fixed) != len(tail) or not all(map(operator.is_, fixed, tail)):
             self._valid = keep
             view = (*messages[:keep], *fixed)
             if chars is not None:

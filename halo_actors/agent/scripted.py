@@ -14,6 +14,7 @@ end of a rule's steps ends the turn with no text.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping
@@ -75,7 +76,13 @@ class Rule:
             return None
         if self.resumed is not None and round.resumed_after_interrupt != self.resumed:
             return None
-        return re.search(self.match or "", round.text, re.DOTALL)
+        return self._pattern.search(round.text)
+
+    @functools.cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        """``match`` compiled once (a rule is asked every turn; ``re``'s own cache is a
+        lookup keyed by pattern and flags, about as costly as the search itself)."""
+        return re.compile(self.match or "", re.DOTALL)
 
 
 @dataclass(frozen=True)

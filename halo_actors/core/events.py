@@ -20,6 +20,7 @@ the global sequence number, the session id and the server timestamp (ms).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final, Literal
 
 import msgspec
@@ -279,7 +280,11 @@ Event = (
     | SessionDeleted
 )
 
-FRAME_ONLY_KINDS: Final = frozenset({"session", "queued", "switch", "file"})
+FRAME_ONLY_TYPES: Final[frozenset[type[_Event]]] = frozenset(
+    {SessionFrame, QueuedFrame, SwitchFrame, FileFrame}
+)
+"""Frames the fronts send and the log refuses to store (checked by exact type)."""
+FRAME_ONLY_KINDS: Final = frozenset(t.__struct_config__.tag for t in FRAME_ONLY_TYPES)
 SYSTEM_KINDS: Final = frozenset({"agent_start", "agent_done", "usage", "context", "notification"})
 CLIENT_KINDS: Final = frozenset(
     {"user", "thinking", "stream", "tool_call", "tool_result", "error", "complete"}
@@ -313,8 +318,8 @@ def decode_event(data: bytes | str) -> Event:
     return _event_decoder.decode(data)
 
 
-def encode_record(record: Record) -> bytes:
-    return _encoder.encode(record)
+encode_record: Final[Callable[[Record], bytes]] = _encoder.encode
+"""The encoder's own method: no Python frame per record (every append encodes)."""
 
 
 def decode_record(data: bytes | str) -> Record:

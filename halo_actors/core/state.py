@@ -19,8 +19,9 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Literal
+from typing import Any, Literal
 
 from .access import Access
 from .conversation import (
@@ -33,7 +34,6 @@ from .conversation import (
     user_text,
 )
 from .events import (
-    AgentDone,
     AgentStarted,
     AssistantReplied,
     CommandStarted,
@@ -44,7 +44,6 @@ from .events import (
     MailboxDiscarded,
     MailboxFolded,
     MessageQueued,
-    Notified,
     Record,
     ReportSent,
     RoundStarted,
@@ -52,20 +51,12 @@ from .events import (
     SessionCreated,
     SessionDeleted,
     SessionStopped,
-    TextStreamed,
-    ThinkingStreamed,
     ToolCalled,
     ToolReturned,
     TurnCompleted,
-    UsageReported,
 )
 
 Lifecycle = Literal["live", "stopped", "archived", "deleted"]
-
-_STATELESS: frozenset[type] = frozenset(
-    {TextStreamed, ThinkingStreamed, UsageReported, AgentDone, Notified}
-)
-"""Events that change nothing in a state but its ``last_seq`` and ``updated_ts``."""
 
 LANDED = "interrupted"
 """``AssistantReplied.stop_reason`` of the text a hard cut landed (no model stops so)."""
@@ -154,84 +145,91 @@ class SessionState:
     """UI tool rows still waiting for output, by call id, oldest first (made on first use)."""
 
     def apply(self, record: Record) -> None:
-        if self.created_ts and isinstance(record.event, SessionCreated):
+        event = record.event
+        if self.created_ts and type(event) is SessionCreated:
             self._start_over()  # the id of a deleted session, created again
         self.last_seq = record.seq
         self.updated_ts = record.ts
-        if type(record.event) in _STATELESS:  # the most frequent: skip the match below
-            return
-        match record.event:
-            case SessionCreated() as e:
-                self.agent_id, self.parent_id = e.agent_id, e.parent_id
-                self.title, self.description = e.title, e.description
-                self.access = e.access
-                self.created_ts = record.ts
-            case MessageQueued() as e:
-                self.mailbox.append(QueuedMessage(e.text, e.images, e.source_session_id))
-                if self.title is None:  # a session without a title is named by its first message
-                    self.title = title_from(e.text)
-                if self.lifecycle == "stopped":
-                    self.lifecycle = "live"
-            case RoundStarted() as e:
-                self._start_round(e, record)
-            case AgentStarted():
-                self.turn_open = True
-            case AssistantReplied() as e:
-                self._assistant(e, record)
-            case ToolCalled() as e:
-                row = UiEntry(
-                    "tool",
-                    seq=record.seq,
-                    ts=record.ts,
-                    tool_name=e.tool_name,
-                    tool_use_id=e.tool_use_id,
-                    tool_input=e.tool_input,
-                )
-                self.ui.append(row)
-                if self._pending_tools is None:
-                    self._pending_tools = {}
-                key = e.tool_use_id
-                if not key or key in self._pending_tools:  # no id, or a repeated one
-                    key = f"\0{record.seq}"
-                self._pending_tools[key] = row
-            case ToolReturned() as e:
-                self._tool_result(e)
-            case ErrorRaised() as e:
-                self.turn_error = e.error
-                if not self.turn_open:  # a run that ended early with no turn open
-                    self.last_turn_output, self.last_turn_error = "", e.error
-                self.ui.append(UiEntry("error", e.error, record.seq, record.ts))
-            case TurnCompleted():
-                self._complete_turn()
-            case FlagsChanged() as e:
-                self._flags(e)
-            case MailboxFolded() as e:
-                del self.mailbox[: e.count]
-                self.parked_folds = (*self.parked_folds, e.text)
-                self._land_folds()
-            case MailboxDiscarded() as e:
-                del self.mailbox[: e.count]
-            case Compacted() as e:
-                summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
-                self.messages[: e.replaced] = [summary]
-                self.first_edit = 0
-                self.context_chars = sum(map(message_chars, self.messages))
-                self.measured_tokens = None
-            case ContextMeasured(estimated=False) as e:
-                self.measured_tokens, self.measured_chars = e.tokens, self.context_chars
-            case CommandStarted() as e:
-                self.commands = (*self.commands, e)
-            case ReportSent() as e if e.kind == "final":
-                self.final_reports += 1
-            case SessionStopped():
-                self.lifecycle = "stopped"
-            case SessionArchived():
-                self.lifecycle = "archived"
-                self.mailbox.clear()
-            case SessionDeleted():
-                self.lifecycle = "deleted"
-            case _:
-                pass
+        handler = _APPLY.get(type(event))  # absent: it changes nothing else (streamed text, …)
+        if handler is not None:
+            handler(self, event, record)
+
+    # --- one handler per event type that changes more than seq and time (``_APPLY``) ---
+
+    def _created(self, e: SessionCreated, record: Record) -> None:
+        self.agent_id, self.parent_id = e.agent_id, e.parent_id
+        self.title, self.description = e.title, e.description
+        self.access = e.access
+        self.created_ts = record.ts
+
+    def _queued(self, e: MessageQueued, record: Record) -> None:
+        self.mailbox.append(QueuedMessage(e.text, e.images, e.source_session_id))
+        if self.title is None:  # a session without a title is named by its first message
+            self.title = title_from(e.text)
+        if self.lifecycle == "stopped":
+            self.lifecycle = "live"
+
+    def _agent_started(self, e: AgentStarted, record: Record) -> None:
+        self.turn_open = True
+
+    def _tool_called(self, e: ToolCalled, record: Record) -> None:
+        row = UiEntry(
+            "tool",
+            seq=record.seq,
+            ts=record.ts,
+            tool_name=e.tool_name,
+            tool_use_id=e.tool_use_id,
+            tool_input=e.tool_input,
+        )
+        self.ui.append(row)
+        if self._pending_tools is None:
+            self._pending_tools = {}
+        key = e.tool_use_id
+        if not key or key in self._pending_tools:  # no id, or a repeated one
+            key = f"\0{record.seq}"
+        self._pending_tools[key] = row
+
+    def _error(self, e: ErrorRaised, record: Record) -> None:
+        self.turn_error = e.error
+        if not self.turn_open:  # a run that ended early with no turn open
+            self.last_turn_output, self.last_turn_error = "", e.error
+        self.ui.append(UiEntry("error", e.error, record.seq, record.ts))
+
+    def _folded(self, e: MailboxFolded, record: Record) -> None:
+        del self.mailbox[: e.count]
+        self.parked_folds = (*self.parked_folds, e.text)
+        self._land_folds()
+
+    def _discarded(self, e: MailboxDiscarded, record: Record) -> None:
+        del self.mailbox[: e.count]
+
+    def _compacted(self, e: Compacted, record: Record) -> None:
+        summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
+        self.messages[: e.replaced] = [summary]
+        self.first_edit = 0
+        self.context_chars = sum(map(message_chars, self.messages))
+        self.measured_tokens = None
+
+    def _measured(self, e: ContextMeasured, record: Record) -> None:
+        if not e.estimated:
+            self.measured_tokens, self.measured_chars = e.tokens, self.context_chars
+
+    def _command(self, e: CommandStarted, record: Record) -> None:
+        self.commands = (*self.commands, e)
+
+    def _reported(self, e: ReportSent, record: Record) -> None:
+        if e.kind == "final":
+            self.final_reports += 1
+
+    def _stopped(self, e: SessionStopped, record: Record) -> None:
+        self.lifecycle = "stopped"
+
+    def _archived(self, e: SessionArchived, record: Record) -> None:
+        self.lifecycle = "archived"
+        self.mailbox.clear()
+
+    def _deleted(self, e: SessionDeleted, record: Record) -> None:
+        self.lifecycle = "deleted"
 
     @property
     def status(self) -> str:
@@ -246,7 +244,7 @@ class SessionState:
         for name in _FIELDS:
             setattr(self, name, getattr(fresh, name))
 
-    def _start_round(self, e: RoundStarted, record: Record) -> None:
+    def _round(self, e: RoundStarted, record: Record) -> None:
         del self.mailbox[: e.drained]
         self._add_message(user_text(e.text, e.images))
         self.ui.append(UiEntry("user", e.text, record.seq, record.ts))
@@ -264,7 +262,7 @@ class SessionState:
                 self.turn_output += text
             self.ui.append(UiEntry("assistant", text, record.seq, record.ts))
 
-    def _tool_result(self, e: ToolReturned) -> None:
+    def _tool_result(self, e: ToolReturned, record: Record) -> None:
         block = ToolResultBlock(tool_use_id=e.tool_use_id, content=e.result, is_error=e.is_error)
         last = self.messages[-1] if self.messages else None
         if last is not None and last.role == "user" and _only_results(last):
@@ -302,7 +300,7 @@ class SessionState:
     def turn_errored(self) -> bool:
         return bool(self.turn_error)
 
-    def _complete_turn(self) -> None:
+    def _complete_turn(self, e: TurnCompleted, record: Record) -> None:
         self.turn_open = False
         self.commands = ()  # a turn ends only once its commands have (or were killed)
         answer = "" if self.turn_error else self.turn_output
@@ -311,7 +309,7 @@ class SessionState:
             self.last_output = answer
         self._land_folds()
 
-    def _flags(self, e: FlagsChanged) -> None:
+    def _flags(self, e: FlagsChanged, record: Record) -> None:
         if e.interrupt_requested is not None:
             self.interrupt_requested = e.interrupt_requested
         if e.self_kick is not None:
@@ -327,6 +325,32 @@ class SessionState:
             self._add_message(user_text(text))
             self.ui.append(UiEntry("user", text))
         self.parked_folds = ()
+
+
+_APPLY: dict[type, Callable[[SessionState, Any, Record], None]] = {
+    SessionCreated: SessionState._created,
+    MessageQueued: SessionState._queued,
+    RoundStarted: SessionState._round,
+    AgentStarted: SessionState._agent_started,
+    AssistantReplied: SessionState._assistant,
+    ToolCalled: SessionState._tool_called,
+    ToolReturned: SessionState._tool_result,
+    ErrorRaised: SessionState._error,
+    TurnCompleted: SessionState._complete_turn,
+    FlagsChanged: SessionState._flags,
+    MailboxFolded: SessionState._folded,
+    MailboxDiscarded: SessionState._discarded,
+    Compacted: SessionState._compacted,
+    ContextMeasured: SessionState._measured,
+    CommandStarted: SessionState._command,
+    ReportSent: SessionState._reported,
+    SessionStopped: SessionState._stopped,
+    SessionArchived: SessionState._archived,
+    SessionDeleted: SessionState._deleted,
+}
+"""What each event type changes besides ``last_seq`` and ``updated_ts`` (a lookup by
+exact type: events are never subclassed). A type absent here changes nothing else:
+streamed text and thinking, usage, ``agent_done``, notices."""
 
 
 _FIELDS = tuple(f.name for f in fields(SessionState) if f.name not in ("session_id",))

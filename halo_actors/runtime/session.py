@@ -629,10 +629,12 @@ class _Host:
 
     async def emit(self, *events: Event) -> None:
         await self._actor.emit(*events)
-        if any(isinstance(event, ToolCalled) for event in events):
-            # A tool acts on the world: its call is durable first. Shielded: emit is atomic
-            # under cancellation (a cut lands in the batch, which answers every call).
-            await self._actor.wait_durable(shield=True)
+        for event in events:
+            if type(event) is ToolCalled:
+                # A tool acts on the world: its call is durable first. Shielded: emit is
+                # atomic under cancellation (a cut lands in the batch, which answers every call).
+                await self._actor.wait_durable(shield=True)
+                return
 
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
         return self._actor.model_messages(afresh=afresh)

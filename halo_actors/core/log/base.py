@@ -34,7 +34,8 @@ from typing import Protocol
 import trio
 
 from ..errors import EventTooLarge, InvalidInput, StoreClosed, StoreFailed
-from ..events import FRAME_ONLY_KINDS, Event, Record, encode_record, kind_of
+from ..events import FRAME_ONLY_TYPES, Event, Record, kind_of
+from ..events import encode_record as _encode
 from ..ids import check_session_id
 from .fanout import FanOut, Subscription
 from .filter import EVERYTHING, EventFilter
@@ -146,7 +147,8 @@ class LogBase:
 
     A pipelined subclass implements ``_enqueue`` (queue stamped records for its commit)
     and calls :meth:`_committed` (durable: publish) and :meth:`_fail_stop` (a commit
-    failed) on the trio thread; ``append`` and ``wait_durable`` come from here. A
+    failed) on the trio thread; ``append`` and ``wait_durable`` come from here (the
+    memory log, durable as it stamps, overrides ``append_nowait`` instead). A
     subclass that is not pipelined overrides ``append`` and keeps ``pipelined = False``.
     Every subclass implements ``read``.
     """
@@ -244,7 +246,8 @@ class LogBase:
         """On the trio thread, in seq order: these records are durable. Publish them and
         wake whoever waits for durability (one wake-up per committed batch)."""
         if records:
-            self._publish(records)
+            self._published_seq = records[-1].seq
+            self._fanout.publish(records)
         if self._durable_waiters:
             self._durable.set()
             self._durable = trio.Event()
@@ -264,32 +267,32 @@ class LogBase:
 
     def _stamp(self, session_id: str, events: Sequence[Event]) -> list[tuple[Record, bytes]]:
         """Validate and encode; raises before any state changes on bad input."""
-        self._check_open()
+        if self._closed:
+            raise StoreClosed("the event log is closed")
         if session_id is not self._last_checked_id:  # a session's appends come in runs
             check_session_id(session_id)
             self._last_checked_id = session_id
         if not events:
             raise InvalidInput("append needs at least one event")
-        now = max(time.time_ns() // 1_000_000, self._last_ts)
+        now = time.time_ns() // 1_000_000
+        if now < self._last_ts:
+            now = self._last_ts
+        seq, cap = self._next_seq, self.max_event_bytes
         stamped = []
-        for offset, event in enumerate(events):
-            if kind_of(event) in FRAME_ONLY_KINDS:
+        for event in events:
+            if type(event) in FRAME_ONLY_TYPES:
                 raise InvalidInput(f"{kind_of(event)!r} frames are never stored")
-            record = Record(seq=self._next_seq + offset, session_id=session_id, ts=now, event=event)
-            body = encode_record(record)
-            if len(body) > self.max_event_bytes:
+            record = Record(seq=seq, session_id=session_id, ts=now, event=event)
+            body = _encode(record)
+            if len(body) > cap:
                 raise EventTooLarge(
-                    f"{kind_of(event)} event is {len(body)} bytes; the cap is {self.max_event_bytes}"
+                    f"{kind_of(event)} event is {len(body)} bytes; the cap is {cap}"
                 )
             stamped.append((record, body))
-        self._next_seq += len(events)
+            seq += 1
+        self._next_seq = seq
         self._last_ts = now
         return stamped
-
-    def _publish(self, records: list[Record]) -> None:
-        """Called once durable, in sequence order, on the trio thread."""
-        self._published_seq = records[-1].seq
-        self._fanout.publish(records)
 
     @asynccontextmanager
     async def subscribe(

@@ -25,12 +25,14 @@ class MemoryEventLog(LogBase):
         self._by_session: dict[str, list[Record] | Record] = {}
         self._by_tree: dict[str, list[Record] | Record] = {}
 
-    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+    def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         """Stored and durable at once (as durable as memory gets): published right here."""
-        records = [record for record, _ in stamped]
+        self._check_healthy()
+        records = [record for record, _ in self._stamp(session_id, events)]
         self._records.extend(records)
         self._index(session_id, records)
         self._committed(records)
+        return records
 
     async def append(self, session_id: str, *events: Event) -> list[Record]:
         records = self.append_nowait(session_id, *events)
