@@ -23,7 +23,6 @@ Invariants (each is what a cut turn leaves behind):
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from typing import Protocol
 
 import msgspec
@@ -106,8 +105,9 @@ class TurnHost(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class TurnSetup:
+class TurnSetup(msgspec.Struct, frozen=True, kw_only=True):
+    """What one turn runs with (made per turn: a Struct, built in C)."""
+
     model: Model
     tools: Mapping[str, Tool]
     specs: tuple[ToolSpec, ...]

@@ -25,6 +25,7 @@ MAX_SEGMENT_LENGTH = 128
 MAX_DEPTH = 32
 """Most segments an id may have: the cap on a tree's depth."""
 _SAFE_SEGMENT = re.compile(r"[A-Za-z0-9_.-]+")
+_UNSAFE_LABEL_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 _SEGMENT = rf"(?!\.\.?(?:{SEPARATOR}|\Z))[A-Za-z0-9_.-]{{1,{MAX_SEGMENT_LENGTH}}}"
 _SAFE_ID = re.compile(rf"{_SEGMENT}(?:{SEPARATOR}{_SEGMENT}){{0,{MAX_DEPTH - 1}}}")
 """A whole id in one match (it is checked on every append): the segment rule below."""
@@ -106,5 +107,5 @@ def mint_root(namespace: str) -> str:
 
 def mint_child(parent: str, label: str) -> str:
     """A fresh child id ``parent>label_<rand>`` (label made safe by dropping other characters)."""
-    cleaned = "".join(c for c in label if c.isascii() and (c.isalnum() or c in "_.-"))[:40]
+    cleaned = _UNSAFE_LABEL_CHARS.sub("", label)[:40]
     return child_id(parent, f"{cleaned or 'sub'}_{secrets.token_hex(3)}")

@@ -70,7 +70,7 @@ class Registry:
         self.passive: dict[str, int] = {}
         """Passivated sessions (never deleted ones), each one int (:func:`_entry`): its
         last seq, its last update time and its lifecycle."""
-        self.children: dict[str, list[str]] = {}
+        self.children: dict[str, dict[str, None]] = {}
         self._idle: dict[str, None] = {}
         """Resident sessions that came to rest, least recently first (the passivation order).
         Bounded: a sweep trims it to ``resident_idle`` whenever it grows past it."""
@@ -116,9 +116,7 @@ class Registry:
     def _link(self, session_id: str) -> None:
         parent = ids.parent_of(session_id)
         if parent is not None:
-            siblings = self.children.setdefault(parent, [])
-            if session_id not in siblings:
-                siblings.append(session_id)
+            self.children.setdefault(parent, {})[session_id] = None
 
     def remove(self, session_id: str) -> None:
         self.resident.pop(session_id, None)
@@ -126,7 +124,7 @@ class Registry:
         self._idle.pop(session_id, None)
         parent = ids.parent_of(session_id)
         if parent in self.children:
-            self.children[parent].remove(session_id)
+            self.children[parent].pop(session_id, None)
             if not self.children[parent]:
                 del self.children[parent]
         self.children.pop(session_id, None)

@@ -99,7 +99,7 @@ class Supervisor:
         """Every session, resident or passivated (``passivation.py``)."""
         self._actors: dict[str, SessionActor] = self.registry.resident
         """The resident sessions (the registry's own dict)."""
-        self._children: dict[str, list[str]] = self.registry.children
+        self._children: dict[str, dict[str, None]] = self.registry.children
         self._changed: trio.Event | None = None
         """Set and dropped whenever a run starts or ends; waiters re-check their condition.
         Made by the first waiter (:meth:`_next_change`): none is made while nobody waits."""
@@ -138,6 +138,8 @@ class Supervisor:
     def actor(self, session_id: str) -> SessionActor:
         """The session's actor; a passivated session is rebuilt here with a blocking read
         (async code uses :meth:`resident`, which reads off the trio thread)."""
+        if type(session_id) is str and (actor := self._actors.get(session_id)) is not None:
+            return actor  # resident, so its id was checked when it was made
         actor = self.registry.activate_sync(ids.check_session_id(session_id))
         if actor is None:
             raise SessionNotFound(f"session {session_id} not found")
@@ -145,6 +147,8 @@ class Supervisor:
 
     async def resident(self, session_id: str) -> SessionActor:
         """The session's actor, a passivated session rebuilt from its records first."""
+        if type(session_id) is str and (actor := self._actors.get(session_id)) is not None:
+            return actor  # resident, so its id was checked when it was made
         actor = await self.registry.activate(ids.check_session_id(session_id))
         if actor is None:
             raise SessionNotFound(f"session {session_id} not found")
@@ -197,7 +201,7 @@ class Supervisor:
         while stack:
             current = stack.pop()
             out.append(current)
-            stack.extend(reversed(self._children.get(current, [])))
+            stack.extend(reversed(self._children.get(current, {})))
         return out
 
     def team_of(self, agent_id: str) -> tuple[str, ...]:
@@ -633,6 +637,8 @@ class Supervisor:
 
     def below_busy(self, session_id: str) -> bool:
         """A run (or a run task still reporting) is alive somewhere below ``session_id``."""
+        if session_id not in self._children:  # a leaf (most sessions)
+            return False
         return any(c in self._run_tasks for c in self.subtree(session_id)[1:])
 
     async def _report_run_end(self, actor: SessionActor) -> None:

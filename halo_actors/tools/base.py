@@ -69,14 +69,15 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     input_schema: dict[str, object]
 
 
-@dataclass(frozen=True)
-class ToolContext:
+class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tool call knows of its session (made per turn: a Struct, built in C)."""
+
     session_id: str
     agent_id: str
     workspace: Workspace
     tree: TreeControl
     turn: TurnControl
-    shell: ShellLimits = field(default_factory=ShellLimits)
+    shell: ShellLimits = msgspec.field(default_factory=ShellLimits)
     access: Access = "full"
     """The session's access level (``core/access.py``): what its tools may do (and what
     custom tools are told)."""

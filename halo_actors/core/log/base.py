@@ -43,6 +43,8 @@ from .index import SessionSummary, fold_index
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20
 DEFAULT_SUBSCRIBER_BUFFER = 4_096
+SAFE_IDS_KEPT = 4_096
+"""How many session ids a log remembers as checked (it checks each id it appends for)."""
 
 
 class EventLog(Protocol):
@@ -168,8 +170,8 @@ class LogBase:
         """Set (and replaced) when ``last_seq`` moves while someone waits, or the log fails."""
         self._durable_waiters = 0
         self._failed = trio.Event()
-        self._last_checked_id: str | None = None
-        """The last session id found safe (the very same object skips the check)."""
+        self._safe_ids: set[str] = set()
+        """Session ids found safe (bounded: cleared at ``SAFE_IDS_KEPT``); a hit skips the check."""
 
     @property
     def last_seq(self) -> int:
@@ -269,9 +271,12 @@ class LogBase:
         """Validate and encode; raises before any state changes on bad input."""
         if self._closed:
             raise StoreClosed("the event log is closed")
-        if session_id is not self._last_checked_id:  # a session's appends come in runs
-            check_session_id(session_id)
-            self._last_checked_id = session_id
+        if type(session_id) is not str or session_id not in self._safe_ids:
+            check_session_id(session_id)  # raises on anything unsafe, a non-string too
+            if type(session_id) is str:
+                if len(self._safe_ids) >= SAFE_IDS_KEPT:
+                    self._safe_ids.clear()
+                self._safe_ids.add(session_id)
         if not events:
             raise InvalidInput("append needs at least one event")
         now = time.time_ns() // 1_000_000

@@ -10,6 +10,7 @@ import bisect
 
 import trio
 
+from ..errors import StoreFailed
 from ..events import Event, Record
 from ..ids import root_of
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
@@ -27,7 +28,8 @@ class MemoryEventLog(LogBase):
 
     def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         """Stored and durable at once (as durable as memory gets): published right here."""
-        self._check_healthy()
+        if self._failure is not None:
+            raise StoreFailed(str(self._failure))
         records = [record for record, _ in self._stamp(session_id, events)]
         self._records.extend(records)
         self._index(session_id, records)
