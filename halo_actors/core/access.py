@@ -26,6 +26,9 @@ _RANK: dict[Access, int] = {"readonly": 0, "workspace": 1, "full": 2}
 
 def weakest(*levels: Access) -> Access:
     """The most restrictive of ``levels`` (at least one)."""
+    if len(levels) == 2:  # the usual call: a level and a ceiling
+        first, second = levels
+        return first if _RANK[first] <= _RANK[second] else second
     return min(levels, key=_RANK.__getitem__)
 
 

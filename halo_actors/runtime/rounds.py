@@ -38,11 +38,14 @@ def final_header(status: str) -> str:
 SIBLINGS_RUNNING = "Other sub-sessions of yours are still running: do not wrap up yet."
 
 
+def round_text(message: QueuedMessage) -> str:
+    """One message as a round shows it (a session's message says whose it is)."""
+    source = message.source_session_id
+    return f"(from: session {source}) {message.text}" if source else message.text
+
+
 def merge_round(messages: Sequence[QueuedMessage]) -> str:
-    return "\n\n".join(
-        f"(from: session {m.source_session_id}) {m.text}" if m.source_session_id else m.text
-        for m in messages
-    )
+    return "\n\n".join(map(round_text, messages))
 
 
 def message_bytes(message: QueuedMessage) -> int:

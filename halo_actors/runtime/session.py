@@ -75,6 +75,7 @@ from .rounds import (
     merge_round,
     message_bytes,
     message_bytes_at_most,
+    round_text,
 )
 
 Mode = Literal["soft", "hard"]
@@ -392,13 +393,22 @@ class SessionActor:
         resumed = state.interrupt_requested and kind != "opening"
         if state.mailbox:
             taken = state.mailbox[: fitting(state.mailbox, self._log.max_event_bytes)]
+            sources: tuple[str, ...]
+            if len(taken) == 1:  # the usual round: one message, nothing to merge
+                only = taken[0]
+                text, images = round_text(only), only.images
+                sources = (only.source_session_id or "",)
+            else:
+                text = merge_round(taken)
+                images = tuple(i for m in taken for i in m.images)
+                sources = tuple(m.source_session_id or "" for m in taken)
             round_event = RoundStarted(
-                text=merge_round(taken),
-                images=tuple(i for m in taken for i in m.images),
+                text=text,
+                images=images,
                 drained=len(taken),
                 kind=kind,
                 resumed_after_interrupt=resumed,
-                from_session_ids=tuple(m.source_session_id or "" for m in taken),
+                from_session_ids=sources,
             )
         elif state.self_kick and kind != "opening":
             round_event = RoundStarted(
