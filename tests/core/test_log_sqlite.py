@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import trio
-import trio.testing
 
 from halo_actors.core.errors import StoreClosed
 from halo_actors.core.events import Record, TextStreamed
 from halo_actors.core.log import EventFilter, SqliteEventLog
+from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.core.log.sqlite import Synchronous
 
 BUDGET = 10.0
@@ -165,10 +165,38 @@ async def test_the_appends_of_one_scheduler_pass_and_the_next_share_one_commit(
             await log.aclose()
 
 
+async def test_a_small_commit_someone_waits_for_runs_on_the_trio_thread_a_stream_on_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule (inline commits): a small group someone waits for, while the writer thread
+    holds nothing, is committed on the trio thread; appends nobody waits for go to the
+    writer thread (which commits while the next ones are stamped). Both count toward the
+    WAL checkpoints."""
+    monkeypatch.setattr(sqlite_log, "CHECKPOINT_PAGES", 20)
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            await log.append("a", text("a"))  # the writer thread has connected since
+            before, inline_before = log.commits, log.inline_commits
+            for i in range(10):
+                await log.append("a", text(f"a{i}"))
+            assert log.inline_commits - inline_before == log.commits - before == 10
+            stream = [log.append_nowait("b", text(f"b{i}"))[0] for i in range(50)]
+            while log.last_seq < stream[-1].seq:  # noqa: ASYNC110 - nobody waits for them
+                await trio.sleep(0.001)
+            assert log.inline_commits - inline_before == 10 < log.commits - before
+            while log.checkpoints == 0:  # noqa: ASYNC110 - the checkpointer's own thread
+                await trio.sleep(0.001)
+            assert [r.seq for r in await log.read()] == list(range(1, 62))
+        finally:
+            await log.aclose()
+
+
 async def test_close_commits_every_append_it_accepted(tmp_path: Path) -> None:
     """Appends racing ``aclose``: each either raises StoreClosed or is durable."""
     returned: list[str] = []
     refused: list[str] = []
+    going = trio.Event()
 
     async def producer(p: int) -> None:
         for i in range(1_000):
@@ -179,13 +207,15 @@ async def test_close_commits_every_append_it_accepted(tmp_path: Path) -> None:
                 refused.append(label)
                 return
             returned.append(label)
+            if len(returned) >= 8:
+                going.set()
 
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(db_path(tmp_path))
         async with trio.open_nursery() as nursery:
             for p in range(8):
                 nursery.start_soon(producer, p)
-            await trio.testing.wait_all_tasks_blocked()  # every producer is mid-append
+            await going.wait()  # every producer is appending, none is near its end
             await log.aclose()
         assert len(refused) == 8
         log = await SqliteEventLog.open(db_path(tmp_path))

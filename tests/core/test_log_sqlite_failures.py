@@ -48,6 +48,8 @@ class FlakyConnection:
         self.release = threading.Event()
         """An armed COMMIT waits for this before it raises (set by default)."""
         self.release.set()
+        self.committed_on: list[str] = []
+        """The thread of every COMMIT (the writer's, or the trio thread's for an inline one)."""
 
     def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
         if self.insert_fails:
@@ -55,6 +57,8 @@ class FlakyConnection:
         return self.real.executemany(sql, rows)
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql == "COMMIT":
+            self.committed_on.append(threading.current_thread().name)
         if sql == "COMMIT" and self.commit_fails:
             self.at_commit.set()
             self.release.wait()
@@ -153,13 +157,56 @@ async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen
             await again.aclose()
 
 
-async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(
+async def test_an_inline_commit_that_fails_stops_the_log_like_the_writers_fail_stop(
     tmp_path: Path, writer_connection: list[FlakyConnection]
+) -> None:
+    """Fail-stop, for a commit run on the trio thread (inline: small, awaited, the writer
+    idle): the same as the writer's own: nothing past the last good commit is published,
+    every waiter and later append fails with ``StoreFailed``, the writer thread stops, and
+    a reopen recovers the durable prefix."""
+    path = tmp_path / "events.db"
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(path)
+        seen: list[Record] = []
+        try:
+            durable = await log.append("a", text("d1"))
+            conn = await wait_for_writer(writer_connection)
+            durable += await log.append("a", text("d2"))
+            assert log.inline_commits >= 1
+            async with log.subscribe(EventFilter(tree="a")) as sub:
+                conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+                with pytest.raises(StoreFailed, match="disk I/O error"):
+                    await log.append("a", text("lost"))
+                assert conn.committed_on[-1] != WRITER  # the failing commit was inline
+                with pytest.raises(SubscriptionClosed):
+                    async for record in sub:
+                        seen.append(record)
+            assert seen == durable
+            with pytest.raises(StoreFailed):
+                log.append_nowait("a", text("later"))
+            assert log.last_seq == durable[-1].seq
+            assert await log.read() == durable
+            await trio.to_thread.run_sync(log._writer.join)  # the writer thread stopped
+        finally:
+            await log.aclose()
+        again = await SqliteEventLog.open(path)
+        try:
+            assert await again.read() == durable
+            (next_one,) = await again.append("a", text("after"))
+            assert next_one.seq == durable[-1].seq + 1
+        finally:
+            await again.aclose()
+
+
+async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(
+    tmp_path: Path, writer_connection: list[FlakyConnection], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fail-stop with staged appends: records stamped while the writer's commit fails
     (staged on the trio thread, not handed to the writer yet) are dropped with the failed
     batch: never committed, never published; their waiters fail; a reopen holds the
-    durable prefix only."""
+    durable prefix only. (Every commit goes through the writer thread here: the armed
+    COMMIT blocks its thread until released.)"""
+    monkeypatch.setattr(sqlite_log, "INLINE_MAX_ROWS", 0)
     path = tmp_path / "events.db"
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(path)

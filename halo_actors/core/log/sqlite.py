@@ -1,25 +1,36 @@
 """SQLite event log: WAL mode, one file per workspace, one writer thread with group commit.
 
 Invariants:
-- only the writer thread writes; it takes every batch of stamped records waiting
-  in its queue (in seq order: ``append_nowait`` stamps and stages in one step on the
-  trio thread), inserts them in one transaction and commits once (group commit),
-  then hands the batch back to the trio thread, which publishes it in sequence
-  order and wakes whoever waits for durability;
-- records reach the writer's queue two scheduler passes after they were stamped (a
-  hop through ``run_sync_soon``, then one more), in stamping order, all of one pass
-  together: a task woken by the first append of a pass (a run started by a message)
-  stamps its records before the writer wakes, so a message and the turn it starts
-  share one commit instead of two;
+- one connection writes, the writer's, and one side at a time uses it: the writer
+  thread takes every batch of stamped records waiting in its queue (in seq order:
+  ``append_nowait`` stamps and stages in one step on the trio thread), inserts them in
+  one transaction and commits once (group commit), then hands the batch back to the
+  trio thread, which publishes it in sequence order and wakes whoever waits for
+  durability;
+- **inline commits**: a staged group that someone waits for, small (at most
+  ``INLINE_MAX_ROWS`` rows, ``INLINE_MAX_BYTES`` of bodies, ``INLINE_MAX_SESSIONS`` runs
+  of one session's appends), while the writer thread holds nothing (``_in_flight``, kept
+  on the trio thread, is 0: every group handed to it is back and published) is
+  committed on the trio thread with the writer's connection, the same transaction, and
+  published at once: no thread hand-off on a lone turn's commit. Everything else goes
+  to the writer thread, so a stream's commits overlap its stamping. Never with
+  ``synchronous`` FULL or EXTRA (an fsync would block the run loop). Seq order holds:
+  a group goes inline only when every earlier one is published;
+- records are flushed two scheduler passes after they were stamped (the flusher task,
+  woken by the first append of a group, runs in the next pass and waits one more), in
+  stamping order, all of one pass together: a task woken by the first append of a pass
+  (a run started by a message) stamps its records before the flush, so a message and
+  the turn it starts share one commit instead of two;
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
-- **fail-stop**: a commit that raises (anything) stops the writer: that batch,
-  everything queued behind it and every later append fail with ``StoreFailed``,
-  and nothing past the last good commit is ever published; the file stays as of
-  that commit, which is what a reopen recovers (as after a crash);
+- **fail-stop**: a commit that raises (anything, inline or on the writer thread)
+  stops the writer: that batch, everything queued behind it and every later append
+  fail with ``StoreFailed``, and nothing past the last good commit is ever published;
+  the file stays as of that commit, which is what a reopen recovers (as after a crash);
 - WAL checkpoints never run inside a commit: the writer's connection has
   ``wal_autocheckpoint=0`` and a checkpointer thread runs a passive checkpoint from
-  its own connection after about every ``CHECKPOINT_PAGES`` pages written;
+  its own connection after about every ``CHECKPOINT_PAGES`` pages written (inline
+  commits count);
 - after a crash the file reopens as of its last commit and numbering resumes
   after the largest stored seq;
 - the database is created ``0600`` (tightened when it exists) in a directory created
@@ -60,6 +71,14 @@ Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 MAX_GROUP = 2_000
 """A commit takes no more staged groups once it holds this many records (the rest wait
 for the next one); one group (one scheduler pass of appends) is never split."""
+INLINE_MAX_ROWS = 32
+"""A staged group someone waits for, of at most this many rows, ``INLINE_MAX_BYTES`` and
+``INLINE_MAX_SESSIONS``, is committed on the trio thread when the writer thread holds
+nothing (see the module doc); 0 turns inline commits off. A turn is about 9 rows of one
+session (a commit of about 200 µs of CPU); a commit touching many sessions dirties a page
+or two per session and is left to the writer thread (``docs/design/event-log.md``)."""
+INLINE_MAX_BYTES = 32 * 1_024
+INLINE_MAX_SESSIONS = 4
 CHECKPOINT_PAGES = 1_000
 """About how many WAL pages the writer writes between two passive checkpoints."""
 PAGE_BYTES = 4_096
@@ -94,6 +113,8 @@ class _Group:
     records: list[Record]
     rows: list[Row]
     body_bytes: int = 0
+    runs: int = 0
+    """Runs of one session's appends (a bound on the distinct sessions it touches)."""
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -144,8 +165,20 @@ class SqliteEventLog(LogBase):
         """Unbounded by design: ``append_nowait`` never blocks. Callers bound their own
         backlog (``stamped_seq - last_seq``); the runtime waits for durability past one."""
         self._staged: _Group | None = None
-        """Stamped on the trio thread, not yet handed to the writer (see the module doc);
-        while not None, its hand-over is scheduled."""
+        """Stamped on the trio thread, not yet committed or handed to the writer (see the
+        module doc); while not None, the flusher task is due to flush it."""
+        self._flusher: trio.lowlevel.Task | None = None
+        self._flusher_parked = False
+        """True while the flusher task waits for a group to be staged (nothing is)."""
+        self._flusher_scope = trio.CancelScope()
+        self._conn: sqlite3.Connection | None = None
+        """The writer's connection, set by the writer thread once it has connected. Used by
+        one side at a time: the writer thread, or the trio thread while ``_in_flight`` is 0."""
+        self._in_flight = 0
+        """Groups handed to the writer thread and not back yet (trio thread only)."""
+        self._pages = 0
+        """About how many WAL pages were written since the last checkpoint was asked for
+        (kept by whichever side holds the writer's connection)."""
         self._writer_error: BaseException | None = None
         """Why the writer thread stopped (writer side); once set, appends fail at once."""
         self._gate = threading.Lock()
@@ -163,6 +196,10 @@ class SqliteEventLog(LogBase):
         self._stopping = False
         self.commits = 0
         """How many transactions the writer has committed (group-commit statistics)."""
+        self.inline_commits = 0
+        """How many of them were committed on the trio thread (see the module doc)."""
+        self._inline = synchronous in ("NORMAL", "OFF")
+        """Small commits may run on the trio thread: never where a commit waits for fsync."""
         self.checkpoints = 0
         """How many passive checkpoints the checkpointer has run."""
 
@@ -188,6 +225,7 @@ class SqliteEventLog(LogBase):
         if not read_only:
             log._writer.start()
             log._checkpointer.start()
+            trio.lowlevel.spawn_system_task(log._flush_loop, name="halo-log-flusher")
         return log
 
     def _prepare(self) -> tuple[int, int]:
@@ -214,27 +252,80 @@ class SqliteEventLog(LogBase):
         group = self._staged
         if group is None:
             group = self._staged = _Group([], [])
-            self._token.run_sync_soon(self._flush_soon)
+            if self._flusher_parked:
+                self._flusher_parked = False
+                assert self._flusher is not None
+                trio.lowlevel.reschedule(self._flusher)
+        if not group.rows or group.rows[-1][1] != session_id:
+            group.runs += 1
         root = root_of(session_id)
         for r, body in stamped:
             group.records.append(r)
             group.rows.append((r.seq, session_id, root, r.ts, kind_of(r.event), body))
             group.body_bytes += len(body)
 
-    def _flush_soon(self) -> None:
-        """First hop (trio thread, a scheduler pass after the append): one more pass, so
-        that every task made runnable with the append has stamped its records too."""
-        self._token.run_sync_soon(self._flush)
+    async def _flush_loop(self) -> None:
+        """The flusher (a system task): woken by the first append of a group, it runs in
+        the next scheduler pass, waits one more pass so that every task made runnable with
+        that append has stamped its records too, then flushes. No thread hand-off and no
+        wake-up of the run loop's socket: a reschedule and a checkpoint."""
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._flusher_parked = False
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        self._flusher = trio.lowlevel.current_task()
+        with self._flusher_scope:
+            while True:
+                if self._staged is None:
+                    self._flusher_parked = True
+                    await trio.lowlevel.wait_task_rescheduled(abort)
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                self._flush()
 
     def _flush(self) -> None:
-        """Hand the staged appends to the writer, in order (trio thread). After the writer
-        stopped they are dropped: the log failed, every waiter is told (fail-stop)."""
+        """Commit the staged appends inline or hand them to the writer, in order (trio
+        thread; see the module doc). After the writer stopped they are dropped: the log
+        failed, every waiter is told (fail-stop)."""
         group, self._staged = self._staged, None
         if group is None:
+            return
+        conn = self._conn
+        if (
+            conn is not None
+            and self._inline
+            and self._in_flight == 0
+            and self._durable_waiters
+            and len(group.rows) <= INLINE_MAX_ROWS
+            and group.runs <= INLINE_MAX_SESSIONS
+            and group.body_bytes <= INLINE_MAX_BYTES
+            and self._writer_error is None
+        ):
+            self._commit_inline(conn, group)
             return
         with self._gate:
             if self._writer_error is None:
                 self._queue.put(group)
+                self._in_flight += 1
+
+    def _commit_inline(self, conn: sqlite3.Connection, group: _Group) -> None:
+        """Commit a small group here, on the trio thread, with the writer's connection (the
+        writer thread holds nothing: see ``_in_flight``), then publish it at once. A failure
+        is the writer's failure (fail-stop): the writer thread is told to stop."""
+        try:
+            self._count_pages(self._commit(conn, [group]))
+            self.inline_commits += 1
+        except BaseException as exc:
+            self._writer_failed(exc)
+            self._queue.put(None)  # the writer thread, idle, stops; nothing else is queued
+            return
+        self._committed(group.records)
+
+    def _count_pages(self, written: int) -> None:
+        self._pages += written
+        if self._pages >= CHECKPOINT_PAGES:
+            self._pages = 0
+            self._checkpoint_due.set()
 
     def _check_writer(self) -> None:
         if self._writer_error is not None:
@@ -249,17 +340,14 @@ class SqliteEventLog(LogBase):
         except BaseException as exc:
             self._writer_failed(exc)
             return
-        pages = 0
+        self._conn = conn
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
-                pages += self._commit(conn, batch)
-                self._token.run_sync_soon(self._batch_committed, batch)
+                self._count_pages(self._commit(conn, batch))
+                self._token.run_sync_soon(self._batch_committed, batch)  # conn is free again
                 batch = []
-                if pages >= CHECKPOINT_PAGES:
-                    pages = 0
-                    self._checkpoint_due.set()
                 if stop:
                     break
         except BaseException as exc:
@@ -314,6 +402,7 @@ class SqliteEventLog(LogBase):
 
     def _batch_committed(self, batch: list[_Group]) -> None:
         """On the trio thread, in commit order."""
+        self._in_flight -= len(batch)
         if len(batch) == 1:
             self._committed(batch[0].records)
         else:
@@ -395,6 +484,7 @@ class SqliteEventLog(LogBase):
             return
         self._close_subscriptions()
         self._flush()  # what is staged is committed before the writer stops
+        self._flusher_scope.cancel()
         self._queue.put(None)
         with trio.CancelScope(shield=True):
             if self._writer.ident is not None:  # started (a read-only log has none)
