@@ -22,6 +22,7 @@ Invariants (each is what a cut turn leaves behind):
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
@@ -315,7 +316,9 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
     """Run one batch in parallel; land every result, even when the batch is cut."""
     started: set[str] = set()
     landed: set[str] = set()
-    limiter = trio.CapacityLimiter(setup.max_parallel_tools)
+    # A batch within the limit needs no limiter (nor its two checkpoints per call).
+    fits = len(uses) <= setup.max_parallel_tools
+    limiter = contextlib.nullcontext() if fits else trio.CapacityLimiter(setup.max_parallel_tools)
 
     async def run_one(use: ToolUse) -> None:
         async with limiter:

@@ -330,7 +330,8 @@ class Supervisor:
         if not self.registry.known(ids.check_session_id(parent_id)):
             raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
-        await self.claim(child)
+        if self.owner is not LOCAL:  # a runtime alone on its log holds every tree
+            await self.claim(child)
         parent = await self.resident(parent_id)
         while self.registry.known(child):  # a fresh id: never an existing session's
             child = ids.mint_child(parent_id, label or agent_id)
