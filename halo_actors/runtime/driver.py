@@ -59,6 +59,8 @@ TurnEnded = Callable[[SessionActor, AgentProfile, str], Awaitable[None] | None]
 AccessOf = Callable[[SessionActor], Access]
 """The session's own access level (recorded at creation, or the runtime's default)."""
 
+MAX_SETUPS = 256
+"""Sessions whose last turn setup is kept for their next turn."""
 MAX_SHARED = 64
 """Profile and access pairs whose shared turn parts are kept (profiles are few)."""
 
@@ -98,6 +100,9 @@ class RunDriver:
         self.sandbox = sandbox
         self._shared_parts: dict[tuple[int, Access], tuple[AgentProfile, _Shared]] = {}
         """What turns share per profile and access level (the profile kept: ids are reused)."""
+        self._setups: dict[str, tuple[SessionActor, AgentProfile, TurnSetup]] = {}
+        """The last turn setup of recently active sessions (bounded by ``MAX_SETUPS``),
+        valid while its actor and profile are the same objects."""
 
     async def drive(self, actor: SessionActor, profile: AgentProfile, compact_first: bool) -> None:
         """One run, to its end (``agent_done``); a manual compaction comes first if asked."""
@@ -133,8 +138,12 @@ class RunDriver:
 
     def _setup(self, actor: SessionActor, profile: AgentProfile) -> TurnSetup:
         """The turn's tools, their context and limits. What depends only on the profile
-        and the access level is built once per pair (:meth:`_shared`); nothing is kept on
-        the actor, which a setup refers to (no cycle outlives the turn)."""
+        and the access level is built once per pair (:meth:`_shared`); a session's whole
+        setup is kept for its next turn here, not on the actor, which a setup refers to
+        (no cycle through the actor: passivation frees it by reference counting)."""
+        found = self._setups.get(actor.session_id)
+        if found is not None and found[0] is actor and found[1] is profile:
+            return found[2]
         access = self.capability(actor, profile)
         shared = self._shared(profile, access)
         limits = profile.limits
@@ -149,7 +158,7 @@ class RunDriver:
             access=access,
             confinement=shared.confinement,
         )
-        return TurnSetup(
+        setup = TurnSetup(
             model=self.model,
             tools=shared.toolset.tools,
             specs=shared.toolset.specs,
@@ -161,6 +170,10 @@ class RunDriver:
             context_tokens=lambda: actor.state.context_tokens,
             make_room=lambda: self.make_room(actor, profile),
         )
+        if len(self._setups) >= MAX_SETUPS:
+            self._setups.clear()
+        self._setups[actor.session_id] = (actor, profile, setup)
+        return setup
 
     def _shared(self, profile: AgentProfile, access: Access) -> _Shared:
         """The shell limits, confinement and tool set of ``profile`` at ``access`` (all
