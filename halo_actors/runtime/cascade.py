@@ -108,23 +108,27 @@ class Cascades:
         try:
             # Rebuild every passivated member (pinned: none is passivated again meanwhile),
             # then re-list: a child created during the reads is in the cascade too.
-            while passive := [s for s in sup.subtree(target) if s not in sup._actors]:
-                pinned += sup.registry.pin(sup.subtree(target))
+            members = sup.subtree(target)
+            while passive := [s for s in members if s not in sup._actors]:
+                pinned += sup.registry.pin(members)
                 await sup.registry.activate_tree_members(passive)
-            return await self._abort_resident(target, how)
+                members = sup.subtree(target)
+            return await self._abort_resident(target, members, how)
         finally:
             sup.registry.unpin(pinned)
 
-    async def _abort_resident(self, target: str, how: Literal["stop", "archive"]) -> bool:
-        """The cascade once every member is resident; marks them all with no checkpoint
-        between the listing and the marking."""
+    async def _abort_resident(
+        self, target: str, members: list[str], how: Literal["stop", "archive"]
+    ) -> bool:
+        """The cascade once every one of ``members`` (listed with no checkpoint since) is
+        resident; marks them all with no checkpoint between the listing and the marking."""
         sup = self._sup
         root = sup._actors.get(target)
         if root is None:  # deleted while its subtree was rebuilt
             raise SessionNotFound(f"session {target} not found")
         if root.state.lifecycle in ("archived", "deleted"):
             return False
-        actors = [sup._actors[s] for s in sup.subtree(target)]
+        actors = [sup._actors[s] for s in members]
         for actor in actors:
             actor.aborts_pending += 1
         results: list[bool] = []

@@ -520,7 +520,8 @@ class SessionActor:
             return False
         async with self.serial:  # decided under the lock a round is opened under
             had_work = self.running or bool(self.state.mailbox)
-            await self._append(*self._abort_opening(how))
+            if opening := self._abort_opening(how):
+                await self._append(*opening)
         self.cut_turn()
         if self.run_ended is not None:
             await self.run_ended.wait()
@@ -530,13 +531,17 @@ class SessionActor:
         return had_work
 
     def _abort_opening(self, how: Literal["stop", "archive"]) -> list[Event]:
-        """Fold (stop) or discard (archive) the mailbox; clear the interrupt and the kick."""
+        """Fold (stop) or discard (archive) the mailbox; clear the interrupt and the kick
+        (only if one is set: a no-op ``FlagsChanged`` changes nothing a reader sees). May be
+        empty: a session with nothing queued and no flag set has nothing to open with."""
+        state = self.state
         first: list[Event] = []
         if how == "stop":
             first += self._folds()
-        elif self.state.mailbox:
-            first.append(MailboxDiscarded(count=len(self.state.mailbox)))
-        first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
+        elif state.mailbox:
+            first.append(MailboxDiscarded(count=len(state.mailbox)))
+        if state.interrupt_requested or state.self_kick:
+            first.append(FlagsChanged(interrupt_requested=False, self_kick=False))
         return first
 
     def _abort_closing(self, how: Literal["stop", "archive"]) -> list[Event]:
@@ -602,7 +607,8 @@ async def abort_together(
                 for i in live:
                     actor = actors[i]
                     had_work[i] = actor.running or bool(actor.state.mailbox)
-                    actor._append_nowait(*actor._abort_opening(how))
+                    if opening := actor._abort_opening(how):
+                        actor._append_nowait(*opening)
                     actor.cut_turn()
                 with trio.move_on_after(GC_PAUSE_SECONDS):
                     await _wait_runs_ended(actors, live)

@@ -105,6 +105,26 @@ async def test_stop_logs_the_fold_before_it_aborts_the_turn(
             assert not rt.sup.state(sid).interrupt_requested
 
 
+async def test_stop_clears_only_flags_that_are_set(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Nothing queued and no flag set: the stop has nothing to open with (no no-op
+    ``flags_changed``), only the cut run's closing records and ``stopped``."""
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, LONG, ANSWER_ANYTHING) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "long task")
+            await trio.testing.wait_all_tasks_blocked()
+            before = rt.log.last_seq
+            assert await rt.sup.stop(sid) is True
+
+            tail = [kind_of(r.event) for r in await rt.records(sid) if r.seq > before]
+            assert tail == ["complete", "agent_done", "stopped"]
+            state = rt.sup.state(sid)
+            assert not state.interrupt_requested and not state.self_kick
+            await rt.assert_replay_matches(sid)
+
+
 async def test_stop_during_a_tool_call_lands_the_fold_after_the_cut_result(
     tmp_path: Path,
 ) -> None:
