@@ -12,7 +12,8 @@ Invariants (each is what a cut turn leaves behind):
   finished, else (in a ``finally``) the do-not-retry marker for a call that had
   started and the not-run result for one that had not; a person sees the same fact
   (``[interrupted by user]`` / ``[not run — interrupted]``), never a position;
-- cleanup after an abort runs shielded and time-bounded;
+- cleanup after an abort goes through the host's ``land``: never cancelled, and
+  time-bounded where the host's appends can wait;
 - no request goes out while the conversation is over the context window: the turn
   makes room first (a compaction), and ends with an error if it cannot; a prompt the
   model finds too long is compacted and retried once;
@@ -89,6 +90,12 @@ class TurnHost(Protocol):
 
     async def emit(self, *events: Event) -> None:
         """Append to the log and apply to the session state (atomic under cancellation)."""
+        ...
+
+    async def land(self, *events: Event) -> None:
+        """:meth:`emit` what a cut turn leaves behind (cut results, streamed text), in a
+        task whose turn is cancelled: never raises ``Cancelled``, and bounded by
+        ``CLEANUP_SECONDS`` where the host's appends can wait."""
         ...
 
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
@@ -237,9 +244,8 @@ async def _stream_once(host: TurnHost, setup: TurnSetup, request: ModelRequest) 
                         return _Reply("".join(text), thinking.blocks(), uses, item)
     except trio.Cancelled:
         if text:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
-                landed = TextBlock(text="".join(text) + "\n\n" + STREAM_CUT_MARKER)
-                await host.emit(AssistantReplied(content=(landed,), stop_reason=LANDED))
+            landed = TextBlock(text="".join(text) + "\n\n" + STREAM_CUT_MARKER)
+            await host.land(AssistantReplied(content=(landed,), stop_reason=LANDED))
         raise
     raise ModelFailed("the model stream ended without a stop reason")
 
@@ -320,29 +326,35 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
     fits = len(uses) <= setup.max_parallel_tools
     limiter = contextlib.nullcontext() if fits else trio.CapacityLimiter(setup.max_parallel_tools)
 
+    async def call_one(use: ToolUse) -> None:
+        started.add(use.id)
+        if use.input_error is not None:
+            out = ToolOutput(f"{use.input_error}; nothing was run. {RESEND}", True)
+        else:
+            out = await call_tool(setup.tools, setup.tool_context, use.name, use.input)
+        await host.emit(
+            ToolReturned(
+                tool_name=use.name, tool_use_id=use.id, result=out.text, is_error=out.is_error
+            )
+        )
+        landed.add(use.id)
+
     async def run_one(use: ToolUse) -> None:
         async with limiter:
-            started.add(use.id)
-            if use.input_error is not None:
-                out = ToolOutput(f"{use.input_error}; nothing was run. {RESEND}", True)
-            else:
-                out = await call_tool(setup.tools, setup.tool_context, use.name, use.input)
-            await host.emit(
-                ToolReturned(
-                    tool_name=use.name, tool_use_id=use.id, result=out.text, is_error=out.is_error
-                )
-            )
-            landed.add(use.id)
+            await call_one(use)
 
     try:
-        async with trio.open_nursery() as nursery:
-            for use in uses:
-                nursery.start_soon(run_one, use)
+        if len(uses) == 1:  # a batch of one runs in the turn's task: no nursery, no task
+            await trio.lowlevel.checkpoint_if_cancelled()  # a cut turn starts no call
+            await call_one(uses[0])
+        else:
+            async with trio.open_nursery() as nursery:
+                for use in uses:
+                    nursery.start_soon(run_one, use)
     finally:
         cut = [u for u in uses if u.id not in landed]
         if cut:
-            with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
-                await host.emit(*_cut_results(cut, started))
+            await host.land(*_cut_results(cut, started))
 
 
 def _cut_results(cut: list[ToolUse], started: set[str]) -> list[Event]:

@@ -42,7 +42,7 @@ from ..agent.repair import (
     RepairCache,
     unanswered,
 )
-from ..agent.turn import TurnSetup, run_turn
+from ..agent.turn import CLEANUP_SECONDS, TurnSetup, run_turn
 from ..core.conversation import Message, message_chars
 from ..core.errors import EventTooLarge, Fenced, SessionUnavailable
 from ..core.events import (
@@ -651,6 +651,13 @@ class _Host:
                 # atomic under cancellation (a cut lands in the batch, which answers every call).
                 await self._actor.wait_durable(shield=True)
                 return
+
+    async def land(self, *events: Event) -> None:
+        if self._actor._log.pipelined:  # emit never suspends unshielded: nothing to shield
+            await self.emit(*events)
+            return
+        with trio.CancelScope(shield=True, deadline=trio.current_time() + CLEANUP_SECONDS):
+            await self.emit(*events)
 
     def model_messages(self, *, afresh: bool = False) -> tuple[Message, ...]:
         return self._actor.model_messages(afresh=afresh)
