@@ -142,16 +142,17 @@ class Cascades:
         # Pipelined, every session whose abort turn is free is aborted together in this
         # task, runs and all, with no task, lock or wait per session; one whose abort is
         # already under way (another cascade) gets a task of its own that waits its turn.
-        together = [a for a in actors if sup.log.pipelined and a.claim_abort_nowait()]
+        ended = trio.Event()
+        together = [a for a in actors if sup.log.pipelined and a.claim_abort_nowait(ended)]
         claimed = set(together)
         alone = [a for a in actors if a not in claimed]
         if alone:
             async with trio.open_nursery() as nursery:
                 for actor in alone:
                     nursery.start_soon(abort_one, actor)
-                results += await abort_together(together, how, grace, self._gc_pause)
+                results += await abort_together(together, how, grace, self._gc_pause, ended)
         else:
-            results += await abort_together(together, how, grace, self._gc_pause)
+            results += await abort_together(together, how, grace, self._gc_pause, ended)
         await sup.log.wait_durable(max(a.state.last_seq for a in actors))
         sup._notify()
         for actor in actors:

@@ -231,6 +231,39 @@ async def test_stop_during_a_manual_compaction_lands_the_fold_when_it_ends(
             await rt.assert_replay_matches(sid)
 
 
+async def test_archive_meeting_a_stop_under_way_waits_for_it_to_end(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Aborts of one session run one at a time: an archive asked for while a stop's cascade
+    holds the session (its compaction has a grace to finish) archives it after the stop."""
+    model = SlowCompactionModel(Script(rules=(ANSWER_ANYTHING,)), seconds=5)
+    with trio.fail_after(BUDGET):
+        async with running(tmp_path, model=model) as rt, trio.open_nursery() as nursery:
+            sid = await rt.sup.create_session(namespace="cli")
+            for text in ("first", "second"):
+                await rt.sup.send(sid, text)
+                await rt.sup.wait_idle(sid)
+            assert await rt.sup.compact(sid) == "started"
+            await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+            stopped = trio.Event()
+
+            async def stop() -> None:
+                await rt.sup.stop(sid)
+                stopped.set()
+
+            nursery.start_soon(stop)
+            await trio.testing.wait_all_tasks_blocked()
+            assert rt.sup.actor(sid).stopping and not stopped.is_set()
+            await rt.sup.archive(sid)
+
+            assert stopped.is_set()
+            tags = [kind_of(r.event) for r in await rt.records(sid)]
+            assert tags.count("stopped") == tags.count("archived") == 1
+            assert tags.index("compacted") < tags.index("stopped") < tags.index("archived")
+            assert rt.sup.state(sid).lifecycle == "archived"
+            await rt.assert_replay_matches(sid)
+
+
 def test_fold_during_a_compaction_is_parked_until_the_compaction_ends() -> None:
     sid = "cli_1_a"
     state = fold(
