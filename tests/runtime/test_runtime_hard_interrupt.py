@@ -226,7 +226,10 @@ async def test_a_child_may_interrupt_its_ancestor_without_hanging(
 
             (child,) = rt.sup.children(parent)
             woken = [r for r in await rt.rounds(parent) if "look at this" in r.text]
-            assert [r.text for r in woken] == [f"(from: session {child}) look at this"]
+            # The interrupt's message opens the round it woke; the child's final report may
+            # be queued before that round opens, and is then merged into it (a race).
+            assert len(woken) == 1
+            assert woken[0].text.startswith(f"(from: session {child}) look at this")
             assert (await rt.completes(parent))[0].stop_reason == "interrupted"
             assert "PARENT SECOND CALL" not in [m.text() for m in rt.sup.state(parent).messages]
             assert "child done" in [m.text() for m in rt.sup.state(child).messages]
