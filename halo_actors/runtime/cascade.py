@@ -13,7 +13,9 @@ Invariants:
   cascade's own task (``session.abort_together``), the cyclic GC paused while the cut
   runs unwind; a member already being aborted waits its turn in a task of its own;
 - a cascade returns only once the log is durable up to its last record; a stop then
-  gives every member with queued messages a run again.
+  gives every member with queued messages a run again. One that finds its target
+  archived already returns only once that archive is durable (the cascade that logged
+  it may still be waiting for it).
 """
 
 from __future__ import annotations
@@ -126,7 +128,8 @@ class Cascades:
         root = sup._actors.get(target)
         if root is None:  # deleted while its subtree was rebuilt
             raise SessionNotFound(f"session {target} not found")
-        if root.state.lifecycle in ("archived", "deleted"):
+        if root.state.lifecycle in ("archived", "deleted"):  # by a cascade that may not have
+            await sup.log.wait_durable(root.state.last_seq)  # returned yet: durable first
             return False
         actors = [sup._actors[s] for s in members]
         for actor in actors:
