@@ -327,6 +327,7 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
     limiter = contextlib.nullcontext() if fits else trio.CapacityLimiter(setup.max_parallel_tools)
 
     async def call_one(use: ToolUse) -> None:
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cut turn starts no call
         started.add(use.id)
         if use.input_error is not None:
             out = ToolOutput(f"{use.input_error}; nothing was run. {RESEND}", True)
@@ -345,7 +346,6 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
 
     try:
         if len(uses) == 1:  # a batch of one runs in the turn's task: no nursery, no task
-            await trio.lowlevel.checkpoint_if_cancelled()  # a cut turn starts no call
             await call_one(uses[0])
         else:
             async with trio.open_nursery() as nursery:

@@ -140,3 +140,19 @@ async def test_parallel_batch_cut_lands_finished_results_and_marks_the_rest(
     assert results(host.emitted)["u1"].result == "quick done"
     assert list(results(host.landed)) == ["u2"]
     assert results(host.landed)["u2"].result == INTERRUPTED_RESULT
+
+
+async def test_parallel_batch_of_a_turn_cut_before_the_batch_is_not_run(tmp_path: Path) -> None:
+    """Within ``max_parallel_tools`` a batch has no limiter (whose acquire checkpointed):
+    each call still checks for a cut before it counts as started or enters its tool."""
+    host, started = Host(), list[str]()
+    uses = [ToolUse("u1", "block", {}), ToolUse("u2", "block", {})]
+    with trio.fail_after(BUDGET), trio.CancelScope() as turn:
+        turn.cancel()
+        await run_batch(host, setup(tmp_path, started), uses)
+
+    assert started == []
+    assert host.emitted == []
+    cut = results(host.landed)
+    assert list(cut) == ["u1", "u2"]
+    assert {(c.result, c.ui_result) for c in cut.values()} == {(NOT_RUN_RESULT, UI_NOT_RUN)}
