@@ -22,6 +22,7 @@ import trio
 
 from halo_actors.core.events import TextStreamed
 from halo_actors.core.log import SqliteEventLog
+from halo_actors.core.log.index import fold_index
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 KILLS = 12
@@ -112,6 +113,11 @@ async def test_sigkill_never_loses_an_acknowledged_append_nor_reuses_a_seq(tmp_p
                     f"{where}: stored seqs are not 1..n (a crash may only lose an unacknowledged tail)"
                 )
                 assert log.last_seq == len(stored)
+                index = {s.session_id: s for s in await log.session_index()}
+                assert index == fold_index(await log.read()), (
+                    f"{where}: the session index (its table and the tail past its mark) "
+                    "is not the fold of the stored records"
+                )
 
                 new = await log.read(after_seq=high_water)  # decodes every record of this run
                 assert [r.seq for r in new] == stored[high_water:], where

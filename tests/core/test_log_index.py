@@ -33,7 +33,7 @@ from halo_actors.core.events import (
     TurnCompleted,
 )
 from halo_actors.core.log import EventLog, MemoryEventLog, SessionSummary, SqliteEventLog
-from halo_actors.core.log.index import LIVE, fold_index
+from halo_actors.core.log.index import LIVE, MARK_ROWS, MARK_SESSIONS, fold_index
 from halo_actors.core.state import SessionState, replay
 
 SID = "cli_1700000000000_0badcafe"
@@ -166,6 +166,7 @@ async def test_a_log_file_from_before_the_index_is_indexed_when_opened(tmp_path:
             await log.aclose()
         with sqlite3.connect(tmp_path / "log.db") as conn:  # as an older release left it
             conn.execute("DROP TABLE sessions")
+            conn.execute("DROP TABLE sessions_mark")
         read_only = await SqliteEventLog.open(tmp_path / "log.db", read_only=True)
         try:  # cannot write the table: answers by folding
             await assert_index_is_the_fold(read_only, records)
@@ -191,3 +192,56 @@ async def test_a_session_is_read_back_synchronously_as_stored(tmp_path: Path) ->
         memory = MemoryEventLog()
         stored = await tell(memory)
         assert memory.read_session_sync(SID) == [r for r in stored if r.session_id == SID]
+
+
+def table_and_mark(db: Path) -> tuple[dict[str, int], int]:
+    """The ``sessions`` table's last_seq per session, and its mark, read raw."""
+    with sqlite3.connect(db) as conn:
+        rows = dict(conn.execute("SELECT session_id, last_seq FROM sessions"))
+        (mark,) = conn.execute("SELECT through FROM sessions_mark").fetchone()
+        return rows, mark
+
+
+async def test_the_table_is_written_behind_its_records_and_a_reader_folds_the_tail(
+    tmp_path: Path,
+) -> None:
+    """A commit writes the records only; the table follows every ``MARK_ROWS`` records
+    or ``MARK_SESSIONS`` sessions, and on a clean close. Between, the index is the table
+    plus the fold of the records past its mark."""
+    db = tmp_path / "log.db"
+    with trio.fail_after(10):
+        log = await SqliteEventLog.open(db)
+        try:
+            records = await tell(log)
+            assert table_and_mark(db) == ({}, 0)  # a few records: the table has not moved
+            await assert_index_is_the_fold(log, records)
+
+            for _ in range(MARK_ROWS // 50):  # past MARK_ROWS: the table catches up
+                log.append_nowait(SID, *(AgentDone() for _i in range(50)))
+                await log.wait_durable(log.stamped_seq)
+            rows, mark = table_and_mark(db)
+            assert mark > records[-1].seq
+            assert rows[SID] == mark  # the last record up to the mark was SID's
+            log.append_nowait(f"{SID}>kid_1", AgentDone())
+            await log.wait_durable(log.stamped_seq)
+            assert table_and_mark(db)[1] == mark
+            await assert_index_is_the_fold(log, await log.read())
+
+            for i in range(MARK_SESSIONS):  # many sessions touched: the table catches up
+                log.append_nowait(f"cli_1700000000000_{i:08x}", SessionCreated(agent_id="a"))
+            await log.wait_durable(log.stamped_seq)
+            rows, mark = table_and_mark(db)
+            assert mark == log.last_seq and rows.keys() == fold_index(await log.read()).keys()
+            log.append_nowait(SID, AgentDone())
+        finally:
+            await log.aclose()
+        rows, mark = table_and_mark(db)  # a clean close wrote what the table lagged behind
+        reopened = await SqliteEventLog.open(db)
+        try:
+            assert mark == reopened.last_seq and rows[SID] == mark
+            everything = await reopened.read()
+            assert {s.session_id: s for s in await reopened.session_index()} == fold_index(
+                everything
+            )
+        finally:
+            await reopened.aclose()

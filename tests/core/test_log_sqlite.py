@@ -239,3 +239,58 @@ async def test_two_files_are_two_independent_logs(tmp_path: Path) -> None:
         finally:
             await one.aclose()
             await two.aclose()
+
+
+def indexes(db: Path) -> set[str]:
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+        return {name for (name,) in rows}
+
+
+async def test_a_read_since_a_time_finds_its_first_record_by_seq_without_a_ts_index(
+    tmp_path: Path,
+) -> None:
+    """ts never decreases along seq, so ``since_ts`` is answered by a binary search over
+    seq: right with runs of equal stamps and with holes in seq (rows gone by hand)."""
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            for burst in range(12):
+                for i in range(burst % 4 + 1):
+                    log.append_nowait(f"s{i % 2}", text(f"{burst}.{i}"))
+                await log.wait_durable(log.stamped_seq)
+                await trio.sleep(0.002)  # the next burst gets a later ms stamp
+        finally:
+            await log.aclose()
+        assert "events_by_ts" not in indexes(db_path(tmp_path))
+        with sqlite3.connect(db_path(tmp_path)) as conn:
+            conn.execute("DELETE FROM events WHERE seq IN (2, 3, 9, 10, 11, 20)")
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            everything = await log.read()
+            stamps = sorted({r.ts for r in everything})
+            assert len(stamps) > 4
+            for ts in [0, stamps[0] - 1, *stamps, stamps[-1] + 1, 2**70]:
+                for flt in (EventFilter(since_ts=ts), EventFilter(session_id="s1", since_ts=ts)):
+                    want = [r for r in everything if flt.matches(r)]
+                    assert await log.read(flt) == want, ts
+                    assert await log.read(flt, after_seq=15) == [r for r in want if r.seq > 15]
+        finally:
+            await log.aclose()
+
+
+async def test_a_file_with_the_old_ts_index_loses_it_on_open(tmp_path: Path) -> None:
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            await log.append("s1", text("a"))
+        finally:
+            await log.aclose()
+        with sqlite3.connect(db_path(tmp_path)) as conn:  # as an older release left it
+            conn.execute("CREATE INDEX events_by_ts ON events (ts)")
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert "events_by_ts" not in indexes(db_path(tmp_path))
+            assert labels(await log.read()) == ["a"]
+        finally:
+            await log.aclose()

@@ -21,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import msgspec
@@ -113,6 +113,15 @@ def fold_index(records: Iterable[Record]) -> dict[str, SessionSummary]:
 
 
 # --- the SQLite table ------------------------------------------------------------------
+#
+# The ``sessions`` table is written behind the records, not with every commit: it holds
+# the fold of every record up to its mark (``sessions_mark``), and whoever reads it folds
+# the few records past the mark (at most about ``MARK_ROWS`` of them) on top. The writer
+# keeps the summaries of the sessions touched since the mark in memory (``TableWriter``)
+# and writes them, with the new mark, in the same transaction as the records that reach
+# ``MARK_ROWS`` or ``MARK_SESSIONS``. So a commit of a turn writes the records' B-trees
+# only, and after a crash the table plus the tail past its mark is still exactly the fold
+# of what is stored (``docs/design/event-log.md``).
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -128,13 +137,30 @@ CREATE TABLE IF NOT EXISTS sessions (
     first_seq  INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_root ON sessions (root);
+CREATE TABLE IF NOT EXISTS sessions_mark (
+    id      INTEGER PRIMARY KEY CHECK (id = 0),
+    through INTEGER NOT NULL
+);
 """
+MARK_ROWS = 1_000
+"""The writer writes the table (and moves its mark) once this many records are past it."""
+MARK_SESSIONS = 256
+"""... or once this many sessions were touched since it was last written."""
+CACHE_SESSIONS = 10_000
+"""The writer keeps up to about this many clean summaries (a miss reads the table)."""
+
 _COLUMNS = "session_id, created, life, queued, turn_open, compacting, last_seq, ts, first_seq"
 _SELECT_ONE = f"SELECT {_COLUMNS} FROM sessions WHERE session_id = ?"
 _UPSERT = (
-    "INSERT OR REPLACE INTO sessions (session_id, root, created, life, queued, turn_open, "
-    "compacting, last_seq, ts, first_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "INSERT INTO sessions (session_id, root, created, life, queued, turn_open, "
+    "compacting, last_seq, ts, first_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (session_id) DO UPDATE SET created = excluded.created, "
+    "life = excluded.life, queued = excluded.queued, turn_open = excluded.turn_open, "
+    "compacting = excluded.compacting, last_seq = excluded.last_seq, ts = excluded.ts"
 )
+"""An update in place leaves ``root`` and ``first_seq`` (never changing) and so the
+``sessions_by_root`` index untouched."""
+_SET_MARK = "INSERT OR REPLACE INTO sessions_mark (id, through) VALUES (0, ?)"
 _Row = tuple[str, int, int, int, int, int, int, int, int]
 
 
@@ -160,41 +186,145 @@ def _to_row(s: SessionSummary) -> tuple[object, ...]:
     )
 
 
-def update_table(conn: sqlite3.Connection, records: Iterable[Record]) -> None:
-    """Inside the writer's transaction: fold ``records`` into their sessions' rows."""
-    touched: dict[str, SessionSummary] = {}
-    for record in records:
-        summary = touched.get(record.session_id)
+def _mark(conn: sqlite3.Connection) -> int | None:
+    """The table's mark, or None for a file whose table has none (written before marks:
+    its table was kept in every commit, so it is exact)."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sessions_mark'").fetchone() is None:
+        return None
+    row = conn.execute("SELECT through FROM sessions_mark WHERE id = 0").fetchone()
+    return None if row is None else int(row[0])
+
+
+def _records_after(conn: sqlite3.Connection, seq: int, root: str | None) -> Iterator[Record]:
+    if root is None:
+        rows = conn.execute("SELECT body FROM events WHERE seq > ? ORDER BY seq", (seq,))
+    else:
+        sql = "SELECT body FROM events WHERE seq > ? AND root = ? ORDER BY seq"
+        rows = conn.execute(sql, (seq, root))
+    return (_record_decoder.decode(body) for (body,) in rows)
+
+
+class TableWriter:
+    """The writer's side of the table: folds each commit's records into the summaries of
+    the sessions they touch, and writes those to the table (moving the mark) every
+    ``MARK_ROWS`` records or ``MARK_SESSIONS`` sessions, inside the commit it is given.
+    Used by whichever side holds the writer's connection. After a failed commit it holds
+    summaries the file never got; the log is stopped then (fail-stop), so none is written."""
+
+    def __init__(self, mark: int) -> None:
+        self.mark = mark
+        self._dirty: dict[str, SessionSummary] = {}
+        """Every session touched by a record past the mark (the table lags behind them)."""
+        self._clean: dict[str, SessionSummary] = {}
+        """Summaries equal to their table rows, kept to spare a read (bounded)."""
+        self._rows_past_mark = 0
+        self._last_seq = mark
+        """The last seq folded: what the table reaches once written."""
+
+    def load_tail(self, conn: sqlite3.Connection) -> None:
+        """On open: fold the records stored past the mark (a crash left them there)."""
+        self.fold(conn, list(_records_after(conn, self.mark, None)))
+
+    def fold(self, conn: sqlite3.Connection, records: Iterable[Record]) -> None:
+        """Inside the commit of ``records`` (in seq order)."""
+        dirty = self._dirty
+        last = None
+        count = 0
+        for record in records:
+            summary = dirty.get(record.session_id)
+            if summary is None:
+                summary = dirty[record.session_id] = self._load(conn, record.session_id)
+            summary.apply(record)
+            last = record
+            count += 1
+        if last is None:
+            return
+        self._rows_past_mark += count
+        self._last_seq = last.seq
+        if self._rows_past_mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS:
+            self.write(conn, last.seq)
+
+    def write_behind(self, conn: sqlite3.Connection) -> None:
+        """On a clean close: write what the table lags behind in a transaction of its own,
+        so the next open has no tail to fold."""
+        if not self._dirty:
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            self.write(conn, self._last_seq)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def write(self, conn: sqlite3.Connection, through: int) -> None:
+        """Write every summary touched since the mark and move the mark to ``through``
+        (the last seq stored by this transaction)."""
+        if self._dirty:
+            conn.executemany(_UPSERT, map(_to_row, self._dirty.values()))
+        conn.execute(_SET_MARK, (through,))
+        self.mark = through
+        if len(self._clean) + len(self._dirty) > CACHE_SESSIONS:
+            self._clean.clear()
+        self._clean.update(self._dirty)
+        self._dirty = {}
+        self._rows_past_mark = 0
+
+    def _load(self, conn: sqlite3.Connection, session_id: str) -> SessionSummary:
+        summary = self._clean.pop(session_id, None)
         if summary is None:
-            row = conn.execute(_SELECT_ONE, (record.session_id,)).fetchone()
-            summary = _from_row(row) if row else SessionSummary(record.session_id)
-            touched[record.session_id] = summary
-        summary.apply(record)
-    conn.executemany(_UPSERT, map(_to_row, touched.values()))
+            row = conn.execute(_SELECT_ONE, (session_id,)).fetchone()
+            summary = _from_row(row) if row else SessionSummary(session_id)
+        return summary
+
+
+def open_table(conn: sqlite3.Connection) -> TableWriter:
+    """On open, for writing: give a file from before the table (or before its mark) both,
+    in one transaction, then the writer of its table with the tail past the mark folded."""
+    mark = _mark(conn)
+    if mark is None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            _backfill(conn)
+            last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
+            conn.execute(_SET_MARK, (last,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        mark = int(last)
+    writer = TableWriter(mark)
+    writer.load_tail(conn)
+    return writer
+
+
+def _backfill(conn: sqlite3.Connection) -> None:
+    """Index a file written before the table existed. A no-op when the table has rows
+    (then it was kept with every commit: exact) or there are no records."""
+    if conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None:
+        return
+    rows = conn.execute("SELECT body FROM events ORDER BY seq")
+    summaries = fold_index(_record_decoder.decode(body) for (body,) in rows)
+    conn.executemany(_UPSERT, map(_to_row, summaries.values()))
 
 
 def read_table(conn: sqlite3.Connection, root: str | None) -> list[SessionSummary]:
-    if root is None:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions")
-    else:
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE root = ?", (root,))
-    return [_from_row(row) for row in rows]
-
-
-def backfill_table(conn: sqlite3.Connection) -> int:
-    """Index a file written before the table existed (once, on open); returns the sessions
-    indexed. A no-op when the table already has rows or there are no records."""
-    if conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None:
-        return 0
-    if conn.execute("SELECT 1 FROM events LIMIT 1").fetchone() is None:
-        return 0
-    rows = conn.execute("SELECT body FROM events ORDER BY seq")
-    summaries = fold_index(_record_decoder.decode(body) for (body,) in rows)
-    conn.execute("BEGIN IMMEDIATE")
+    """The table's rows with the records past its mark folded on top, in one read
+    transaction (one snapshot of both)."""
+    conn.execute("BEGIN")
     try:
-        conn.executemany(_UPSERT, map(_to_row, summaries.values()))
+        mark = _mark(conn)
+        if root is None:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions")
+        else:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE root = ?", (root,))
+        out = {row[0]: _from_row(row) for row in rows}
+        if mark is not None:
+            for record in _records_after(conn, mark, root):
+                summary = out.get(record.session_id)
+                if summary is None:
+                    summary = out[record.session_id] = SessionSummary(record.session_id)
+                summary.apply(record)
+    finally:
         conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return len(summaries)
+    return list(out.values())
