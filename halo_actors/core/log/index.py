@@ -21,8 +21,9 @@ Invariants:
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -64,34 +65,47 @@ class SessionSummary:
     def apply(self, record: Record) -> None:
         self.last_seq, self.ts = record.seq, record.ts
         self.first_seq = self.first_seq or record.seq
-        match record.event:
-            case SessionCreated():
-                if self.created:  # a deleted id created again: a new life
-                    self.life, self.queued = LIVE, 0
-                    self.turn_open = self.compacting = False
-                self.created = True
-            case MessageQueued():
-                self.queued += 1
-                self.life = LIVE if self.life == STOPPED else self.life
-            case RoundStarted(drained=drained):
-                self.queued = max(0, self.queued - drained)
-                self.life = LIVE if self.life == STOPPED else self.life
-            case MailboxFolded(count=count) | MailboxDiscarded(count=count):
-                self.queued = max(0, self.queued - count)
-            case AgentStarted():
-                self.turn_open = True
-            case TurnCompleted():
-                self.turn_open = False
-            case FlagsChanged(is_compacting=compacting) if compacting is not None:
-                self.compacting = compacting
-            case SessionStopped():
-                self.life = STOPPED
-            case SessionArchived():
-                self.life, self.queued = ARCHIVED, 0
-            case SessionDeleted():
-                self.life = DELETED
-            case _:
-                pass
+        handler = _APPLY.get(type(record.event))  # absent: nothing else changes
+        if handler is not None:
+            handler(self, record.event)
+
+    # --- one handler per event type that changes a field (``_APPLY``) ---
+
+    def _created(self, e: SessionCreated) -> None:
+        if self.created:  # a deleted id created again: a new life
+            self.life, self.queued = LIVE, 0
+            self.turn_open = self.compacting = False
+        self.created = True
+
+    def _queued(self, e: MessageQueued) -> None:
+        self.queued += 1
+        self.life = LIVE if self.life == STOPPED else self.life
+
+    def _round(self, e: RoundStarted) -> None:
+        self.queued = max(0, self.queued - e.drained)
+        self.life = LIVE if self.life == STOPPED else self.life
+
+    def _drained(self, e: MailboxFolded | MailboxDiscarded) -> None:
+        self.queued = max(0, self.queued - e.count)
+
+    def _turn_started(self, e: AgentStarted) -> None:
+        self.turn_open = True
+
+    def _turn_ended(self, e: TurnCompleted) -> None:
+        self.turn_open = False
+
+    def _flags(self, e: FlagsChanged) -> None:
+        if e.is_compacting is not None:
+            self.compacting = e.is_compacting
+
+    def _stopped(self, e: SessionStopped) -> None:
+        self.life = STOPPED
+
+    def _archived(self, e: SessionArchived) -> None:
+        self.life, self.queued = ARCHIVED, 0
+
+    def _deleted(self, e: SessionDeleted) -> None:
+        self.life = DELETED
 
     @property
     def needs_recovery(self) -> bool:
@@ -99,6 +113,21 @@ class SessionSummary:
         if not self.created or self.life == DELETED:
             return False
         return self.turn_open or self.compacting or (self.queued > 0 and self.life != ARCHIVED)
+
+
+_APPLY: dict[type, Callable[[SessionSummary, Any], None]] = {
+    SessionCreated: SessionSummary._created,
+    MessageQueued: SessionSummary._queued,
+    RoundStarted: SessionSummary._round,
+    MailboxFolded: SessionSummary._drained,
+    MailboxDiscarded: SessionSummary._drained,
+    AgentStarted: SessionSummary._turn_started,
+    TurnCompleted: SessionSummary._turn_ended,
+    FlagsChanged: SessionSummary._flags,
+    SessionStopped: SessionSummary._stopped,
+    SessionArchived: SessionSummary._archived,
+    SessionDeleted: SessionSummary._deleted,
+}
 
 
 def fold_index(records: Iterable[Record]) -> dict[str, SessionSummary]:
