@@ -294,3 +294,25 @@ async def test_a_file_with_the_old_ts_index_loses_it_on_open(tmp_path: Path) -> 
             assert labels(await log.read()) == ["a"]
         finally:
             await log.aclose()
+
+
+async def test_a_commit_of_more_rows_than_one_insert_takes_stores_them_all_in_order(
+    tmp_path: Path,
+) -> None:
+    rows = 2 * sqlite_log.INSERT_ROWS + 11  # two whole statements and a shorter one
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            commits = log.commits
+            log.append_nowait("s1", *(text(f"{i}") for i in range(rows)))
+            await log.wait_durable(log.stamped_seq)
+            assert log.commits == commits + 1
+        finally:
+            await log.aclose()
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            stored = await log.read()
+            assert labels(stored) == [f"{i}" for i in range(rows)]
+            assert [r.seq for r in stored] == list(range(1, rows + 1))
+        finally:
+            await log.aclose()

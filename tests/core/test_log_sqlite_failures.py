@@ -51,12 +51,9 @@ class FlakyConnection:
         self.committed_on: list[str] = []
         """The thread of every COMMIT (the writer's, or the trio thread's for an inline one)."""
 
-    def executemany(self, sql: str, rows: Any) -> sqlite3.Cursor:
-        if self.insert_fails:
-            raise self.insert_fails.pop(0)
-        return self.real.executemany(sql, rows)
-
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith("INSERT INTO events") and self.insert_fails:
+            raise self.insert_fails.pop(0)
         if sql == "COMMIT":
             self.committed_on.append(threading.current_thread().name)
         if sql == "COMMIT" and self.commit_fails:

@@ -99,22 +99,33 @@ DROP INDEX IF EXISTS events_by_ts;
 """
     + index.SCHEMA
 )
-_INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)"
+INSERT_ROWS = 32
+"""Rows one ``INSERT`` statement takes (``VALUES (…), (…), …``): one statement step for
+them all instead of one per row (about 2 µs a row less than ``executemany``); a commit
+inserts in chunks of this many and one shorter chunk, so at most ``INSERT_ROWS``
+distinct statements exist, all in the connection's statement cache."""
+_COLUMNS = 6
+_INSERTS = [
+    "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES "
+    + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
+    for n in range(INSERT_ROWS + 1)
+]
 _records_decoder = msgspec.json.Decoder(list[Record])
 
-Row = tuple[int, str, str, int, str, bytearray]
 log = get_logger("halo_actors.log")
 
 
 @dataclass(eq=False, slots=True)
 class _Group:
-    """The appends of one scheduler pass, in seq order: their records and rows."""
+    """The appends of one scheduler pass, in seq order: their records, and their rows'
+    columns one after another (``_COLUMNS`` values a row), as an ``INSERT`` binds them."""
 
     records: list[Record]
-    rows: list[Row]
+    values: list[object]
     body_bytes: int = 0
     runs: int = 0
     """Runs of one session's appends (a bound on the distinct sessions it touches)."""
+    last_session: str = ""
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -259,14 +270,16 @@ class SqliteEventLog(LogBase):
                 self._flusher_parked = False
                 assert self._flusher is not None
                 trio.lowlevel.reschedule(self._flusher)
-        if not group.rows or group.rows[-1][1] != session_id:
+        if group.last_session != session_id:
             group.runs += 1
+            group.last_session = session_id
         root = root_of(session_id)
+        values = group.values
         for r, body in stamped:
             group.records.append(r)
             # a bytearray binds as a blob as it is; bytes go through sqlite3's adapter
             # lookup first (about 1 µs a row, a third of an insert)
-            group.rows.append((r.seq, session_id, root, r.ts, kind_of(r.event), bytearray(body)))
+            values += (r.seq, session_id, root, r.ts, kind_of(r.event), bytearray(body))
             group.body_bytes += len(body)
 
     async def _flush_loop(self) -> None:
@@ -301,7 +314,7 @@ class SqliteEventLog(LogBase):
             and self._inline
             and self._in_flight == 0
             and self._durable_waiters
-            and len(group.rows) <= INLINE_MAX_ROWS
+            and len(group.records) <= INLINE_MAX_ROWS
             and group.runs <= INLINE_MAX_SESSIONS
             and group.body_bytes <= INLINE_MAX_BYTES
             and self._writer_error is None
@@ -376,7 +389,7 @@ class SqliteEventLog(LogBase):
 
     def _take_more(self, batch: list[_Group]) -> bool:
         """Greedily take queued groups up to ``MAX_GROUP`` rows; True if a stop was seen."""
-        size = len(batch[0].rows)
+        size = len(batch[0].records)
         while size < MAX_GROUP:
             try:
                 item = self._queue.get_nowait()
@@ -385,16 +398,16 @@ class SqliteEventLog(LogBase):
             if item is None:
                 return True
             batch.append(item)
-            size += len(item.rows)
+            size += len(item.records)
         return False
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Group]) -> int:
         """One transaction for the batch; returns about how many WAL pages it wrote.
         Any error propagates: the writer stops (fail-stop)."""
-        rows = batch[0].rows if len(batch) == 1 else [row for g in batch for row in g.rows]
+        values = batch[0].values if len(batch) == 1 else [v for g in batch for v in g.values]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT, rows)
+            _insert(conn, values)
             self._table.fold(conn, (record for group in batch for record in group.records))
             conn.execute("COMMIT")
         except BaseException:
@@ -504,6 +517,17 @@ class SqliteEventLog(LogBase):
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
             if self._sync_reader is not None:
                 self._sync_reader.close()
+
+
+def _insert(conn: sqlite3.Connection, values: list[object]) -> None:
+    """Insert the rows whose columns ``values`` holds, ``INSERT_ROWS`` a statement."""
+    chunk = INSERT_ROWS * _COLUMNS
+    if len(values) <= chunk:
+        conn.execute(_INSERTS[len(values) // _COLUMNS], values)
+        return
+    for start in range(0, len(values), chunk):
+        part = values[start : start + chunk]
+        conn.execute(_INSERTS[len(part) // _COLUMNS], part)
 
 
 _INT64 = (-(1 << 63), (1 << 63) - 1)
