@@ -35,9 +35,11 @@ import trio
 
 from halo_actors.core.events import TextStreamed
 from halo_actors.core.log import EventFilter, MemoryEventLog, SqliteEventLog
-from halo_actors.core.log.sqlite import _INSERT, _SCHEMA
+from halo_actors.core.log.sqlite import _SCHEMA
 
 Row = tuple[int, str, str, int, str, bytes]
+RAW_INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)"
+"""The baseline inserts the way a plain ``sqlite3`` program does: ``executemany``."""
 TARGETS = {"append_ratio": 0.5, "replay_ratio": 0.5, "fanout_p99_ms": 20.0}
 
 
@@ -140,7 +142,7 @@ def raw_append(db: Path, rows: list[Row], per_commit: int) -> float:
         start = time.perf_counter()
         for i in range(0, len(rows), per_commit):
             conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_INSERT, rows[i : i + per_commit])
+            conn.executemany(RAW_INSERT, rows[i : i + per_commit])
             conn.execute("COMMIT")
         elapsed = time.perf_counter() - start
     finally:
