@@ -89,18 +89,27 @@ def results(events: list[Event]) -> dict[str, ToolReturned]:
     return {e.tool_use_id: e for e in events if isinstance(e, ToolReturned)}
 
 
+async def run_batch_cut_once_blocked(
+    host: Host, turn_setup: TurnSetup, uses: list[ToolUse]
+) -> None:
+    """Run a batch in a turn that is cut once every task is blocked (a call is running)."""
+    async with trio.open_nursery() as nursery:
+        with trio.CancelScope() as turn:
+
+            async def cut_once_blocked() -> None:
+                await trio.testing.wait_all_tasks_blocked()
+                turn.cancel()
+
+            nursery.start_soon(cut_once_blocked)
+            await run_batch(host, turn_setup, uses)
+
+
 async def test_lone_call_cut_while_it_runs_lands_the_do_not_retry_result(tmp_path: Path) -> None:
     host, started = Host(), list[str]()
     with trio.fail_after(BUDGET):
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as turn:
-
-                async def cut_once_blocked() -> None:
-                    await trio.testing.wait_all_tasks_blocked()
-                    turn.cancel()
-
-                nursery.start_soon(cut_once_blocked)
-                await run_batch(host, setup(tmp_path, started), [ToolUse("u1", "block", {})])
+        await run_batch_cut_once_blocked(
+            host, setup(tmp_path, started), [ToolUse("u1", "block", {})]
+        )
 
     assert started == ["block"]
     assert host.emitted == []
@@ -127,15 +136,7 @@ async def test_parallel_batch_cut_lands_finished_results_and_marks_the_rest(
     host, started = Host(), list[str]()
     uses = [ToolUse("u1", "quick", {}), ToolUse("u2", "block", {})]
     with trio.fail_after(BUDGET):
-        async with trio.open_nursery() as nursery:
-            with trio.CancelScope() as turn:
-
-                async def cut_once_blocked() -> None:
-                    await trio.testing.wait_all_tasks_blocked()
-                    turn.cancel()
-
-                nursery.start_soon(cut_once_blocked)
-                await run_batch(host, setup(tmp_path, started), uses)
+        await run_batch_cut_once_blocked(host, setup(tmp_path, started), uses)
 
     assert results(host.emitted)["u1"].result == "quick done"
     assert list(results(host.landed)) == ["u2"]

@@ -87,6 +87,18 @@ def writer_connection(monkeypatch: pytest.MonkeyPatch) -> list[FlakyConnection]:
     return made
 
 
+async def assert_a_reopen_recovers(path: Path, durable: list[Record]) -> None:
+    """The file reopens as of the last good commit; the next append gets the next seq (a
+    lost seq nobody saw is handed out again)."""
+    again = await SqliteEventLog.open(path)
+    try:
+        assert await again.read() == durable
+        (next_one,) = await again.append("a", text("after"))
+        assert next_one.seq == durable[-1].seq + 1
+    finally:
+        await again.aclose()
+
+
 async def wait_for_writer(made: list[FlakyConnection]) -> FlakyConnection:
     while not made:  # noqa: ASYNC110 - the writer thread connects on its own schedule
         await trio.sleep(0.001)
@@ -145,13 +157,7 @@ async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen
                 await log.wait_durable(lost[0][0].seq)
         finally:
             await log.aclose()
-        again = await SqliteEventLog.open(path)
-        try:
-            assert await again.read() == durable
-            (next_one,) = await again.append("a", text("after"))
-            assert next_one.seq == durable[-1].seq + 1  # a lost seq nobody saw is reissued
-        finally:
-            await again.aclose()
+        await assert_a_reopen_recovers(path, durable)
 
 
 async def test_an_inline_commit_that_fails_stops_the_log_like_the_writers_fail_stop(
@@ -186,13 +192,7 @@ async def test_an_inline_commit_that_fails_stops_the_log_like_the_writers_fail_s
             await trio.to_thread.run_sync(log._writer.join)  # the writer thread stopped
         finally:
             await log.aclose()
-        again = await SqliteEventLog.open(path)
-        try:
-            assert await again.read() == durable
-            (next_one,) = await again.append("a", text("after"))
-            assert next_one.seq == durable[-1].seq + 1
-        finally:
-            await again.aclose()
+        await assert_a_reopen_recovers(path, durable)
 
 
 async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(

@@ -11,6 +11,7 @@ from runtime_harness import (
     BUDGET,
     SHELL_BUDGET,
     Rule,
+    Runtime,
     Script,
     SlowCompactionModel,
     Step,
@@ -203,18 +204,24 @@ async def test_stopped_subtree_stays_quiet(
             assert rt.sup.describe_tree(sid)[1]["status"] == "stopped"
 
 
+async def compacting_after_two_turns(rt: Runtime) -> str:
+    """A session that answered "first" and "second" and has a manual compaction running."""
+    sid = await rt.sup.create_session(namespace="cli")
+    for text in ("first", "second"):
+        await rt.sup.send(sid, text)
+        await rt.sup.wait_idle(sid)
+    assert await rt.sup.compact(sid) == "started"
+    await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+    return sid
+
+
 async def test_stop_during_a_manual_compaction_lands_the_fold_when_it_ends(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     model = SlowCompactionModel(Script(rules=(ANSWER_ANYTHING,)), seconds=5)
     with trio.fail_after(BUDGET):
         async with running(tmp_path, model=model) as rt:
-            sid = await rt.sup.create_session(namespace="cli")
-            for text in ("first", "second"):
-                await rt.sup.send(sid, text)
-                await rt.sup.wait_idle(sid)
-            assert await rt.sup.compact(sid) == "started"
-            await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+            sid = await compacting_after_two_turns(rt)
             await rt.sup.send(sid, "during the compaction")
             await rt.sup.stop(sid)
 
@@ -239,12 +246,7 @@ async def test_archive_meeting_a_stop_under_way_waits_for_it_to_end(
     model = SlowCompactionModel(Script(rules=(ANSWER_ANYTHING,)), seconds=5)
     with trio.fail_after(BUDGET):
         async with running(tmp_path, model=model) as rt, trio.open_nursery() as nursery:
-            sid = await rt.sup.create_session(namespace="cli")
-            for text in ("first", "second"):
-                await rt.sup.send(sid, text)
-                await rt.sup.wait_idle(sid)
-            assert await rt.sup.compact(sid) == "started"
-            await rt.wait_for(sid, FlagsChanged, lambda e: e.is_compacting is True)
+            sid = await compacting_after_two_turns(rt)
             stopped = trio.Event()
 
             async def stop() -> None:
