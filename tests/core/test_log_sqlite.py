@@ -5,6 +5,7 @@ the configured ``synchronous`` level, and group commit. The shared contract is i
 from __future__ import annotations
 
 import sqlite3
+import sys
 from pathlib import Path
 
 import pytest
@@ -314,5 +315,38 @@ async def test_a_commit_of_more_rows_than_one_insert_takes_stores_them_all_in_or
             stored = await log.read()
             assert labels(stored) == [f"{i}" for i in range(rows)]
             assert [r.seq for r in stored] == list(range(1, rows + 1))
+        finally:
+            await log.aclose()
+
+
+UNCLOSED = """
+import sys, trio
+from halo_actors.core.events import TextStreamed
+from halo_actors.core.log import SqliteEventLog
+
+async def main():
+    log = await SqliteEventLog.open(sys.argv[1])
+    await log.append("s1", TextStreamed(text="kept"))
+    log.append_nowait("s1", TextStreamed(text="never waited for"))
+    print("appended", flush=True)  # and returns without closing the log
+
+trio.run(main)
+"""
+
+
+async def test_a_program_that_never_closes_its_log_still_exits_and_keeps_what_was_durable(
+    tmp_path: Path,
+) -> None:
+    with trio.fail_after(BUDGET):
+        done = await trio.run_process(
+            [sys.executable, "-c", UNCLOSED, str(db_path(tmp_path))],
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+        assert done.stdout == b"appended\n", done.stderr
+        assert b"event_log_writer_stopped" not in done.stderr
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert labels(await log.read())[0] == "kept"
         finally:
             await log.aclose()

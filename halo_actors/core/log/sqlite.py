@@ -32,7 +32,8 @@ Invariants:
   its own connection after about every ``CHECKPOINT_PAGES`` pages written (inline
   commits count);
 - after a crash the file reopens as of its last commit and numbering resumes
-  after the largest stored seq;
+  after the largest stored seq; a program that ends without closing the log is such a
+  crash, not a hang: the writer and checkpointer are daemon threads;
 - the database is created ``0600`` (tightened when it exists) in a directory created
   ``0700`` (an existing ``.halo`` directory is tightened too, any other is left as it
   is: it may be shared); SQLite gives its ``-wal``/``-shm`` files the database's mode,
@@ -199,9 +200,13 @@ class SqliteEventLog(LogBase):
         """For :meth:`read_session_sync` only, used on the trio thread (made on first use)."""
         self._read_limiter = trio.CapacityLimiter(1)
         self._token = trio.lowlevel.current_trio_token()
-        self._writer = threading.Thread(target=self._write_loop, name="halo-log-writer")
+        # daemon threads: a program that never closes its log still exits (what was
+        # acknowledged is committed; an unfinished commit is rolled back on the next open)
+        self._writer = threading.Thread(
+            target=self._write_loop, name="halo-log-writer", daemon=True
+        )
         self._checkpointer = threading.Thread(
-            target=self._checkpoint_loop, name="halo-log-checkpointer"
+            target=self._checkpoint_loop, name="halo-log-checkpointer", daemon=True
         )
         self._checkpoint_due = threading.Event()
         self._stopping = False
@@ -369,6 +374,8 @@ class SqliteEventLog(LogBase):
                 if stop:
                     break
             self._table.write_behind(conn)
+        except trio.RunFinishedError:
+            pass  # the program ended without closing the log: committed, nobody to tell
         except BaseException as exc:
             self._writer_failed(exc)
         finally:
