@@ -18,12 +18,18 @@ Invariants:
   left, so its own trees come back at once (not after the lease ran out);
 - command groups that a cut turn of another node left running are not killed here (on
   another host they are not ours to see): they are recorded for that node, which kills
-  them when it comes back (:meth:`NodeOwnership.kill_own_orphans`).
+  them when it comes back (:meth:`NodeOwnership.kill_own_orphans`);
+- a failed log (fail-stop: its writer's connection broke mid-commit) ends the node the
+  way it ends a lone supervisor: every task is cancelled and :func:`open_node_supervisor`
+  raises the log's bare ``StoreFailed``, which a host (the HTTP front) takes as "reopen
+  on the next request"; a background task of the node that meets the failure first
+  waits for that cancel instead of crashing the node, and a lease the heartbeat loses
+  while the node ends is only forgotten (nothing is started in a closed nursery).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any, Literal
@@ -32,6 +38,7 @@ import psycopg
 import trio
 from psycopg import sql
 
+from ..core.errors import StoreFailed
 from ..core.events import CommandStarted
 from ..core.log.inbox import Inbox
 from ..core.log.leases import TreeLeases
@@ -287,6 +294,21 @@ async def open_node_supervisor(
     """A supervisor (``open_supervisor``'s keyword arguments) that owns trees of the shared
     ``event_log`` under leases. On exit its runs close first (their records still under
     the leases), then every lease is given up for other nodes to take at once."""
+    try:
+        async with _node(event_log, ttl, supervisor) as sup:
+            yield sup
+    except BaseExceptionGroup as group:
+        failure = event_log.failure
+        _, other = group.split(StoreFailed)
+        if failure is None or other is not None:
+            raise
+        raise failure from None  # the nurseries wrapped it; a host catches it bare
+
+
+@asynccontextmanager
+async def _node(
+    event_log: PostgresEventLog, ttl: float, supervisor: dict[str, Any]
+) -> AsyncIterator[Supervisor]:
     ownership: NodeOwnership | None = None
 
     def lost(root: str) -> None:
@@ -305,13 +327,30 @@ async def open_node_supervisor(
                 )
             await ownership.kill_own_orphans()
             sup.owner = ownership
-            async with Inbox.open(event_log) as inbox, trio.open_nursery() as nursery:
-                forwarding = ownership.forwarding = Forwarding(ownership, inbox)
-                ownership.nursery = nursery
-                await ownership.scan()
-                nursery.start_soon(ownership.scan_forever)
-                nursery.start_soon(forwarding.deliver_forever)
-                try:
-                    yield sup
-                finally:
-                    nursery.cancel_scope.cancel()
+            try:
+                async with Inbox.open(event_log) as inbox, trio.open_nursery() as nursery:
+                    forwarding = ownership.forwarding = Forwarding(ownership, inbox)
+                    ownership.nursery = nursery
+                    await ownership.scan()
+                    nursery.start_soon(_until_the_log_fails, event_log, ownership.scan_forever)
+                    nursery.start_soon(_until_the_log_fails, event_log, forwarding.deliver_forever)
+                    try:
+                        yield sup
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                # closed: a lease the heartbeat loses while the node ends is only forgotten
+                ownership.nursery = None
+
+
+async def _until_the_log_fails(
+    event_log: PostgresEventLog, task: Callable[[], Awaitable[None]]
+) -> None:
+    """Run a background task of the node; if it meets the log's failure, wait for the
+    supervisor's fail-stop to cancel the node rather than crash it from here."""
+    try:
+        await task()
+    except StoreFailed:
+        if event_log.failure is None:
+            raise
+        await trio.sleep_forever()

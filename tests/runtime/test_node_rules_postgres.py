@@ -22,7 +22,7 @@ from structlog.testing import capture_logs
 
 from halo_actors.agent.model import ModelEvent, ModelRequest
 from halo_actors.agent.scripted import Rule, Script, ScriptedModel, Step
-from halo_actors.core.errors import SessionNotFound
+from halo_actors.core.errors import SessionNotFound, StoreFailed
 from halo_actors.runtime.embed import open_runtime
 from halo_actors.runtime.ownership import ClusterStore
 from halo_actors.runtime.supervisor import Supervisor
@@ -197,3 +197,29 @@ async def test_a_message_reaching_a_node_that_just_lost_the_tree_goes_to_its_new
     records = kinds_by_epoch(a_store, ws, root)
     assert (2, "message_queued") in records and records[-1] == (2, "agent_done")
     assert [e for e, _ in records] == sorted(e for e, _ in records)
+
+
+async def test_a_node_whose_log_fails_stops_with_the_logs_failure_not_a_crash(
+    tmp_path: Path, pg_schemas: pg_support.SchemaFactory
+) -> None:
+    """Rule (fail-stop): when the node's log writer loses its connection mid-commit, the
+    node ends like a lone supervisor: ``open_runtime`` raises the log's bare
+    ``StoreFailed`` (what the HTTP front catches to reopen the workspace), not a crash
+    wrapped by the node's task groups. (Seen in the nodes chaos suite: a node stalled
+    inside a transaction had its writer cut by the server's idle-in-transaction timeout.)"""
+    schema, ws = pg_schemas.new(), tmp_path / "ws"
+    a_store = store(schema, "a")
+    with trio.fail_after(BUDGET):
+        with pytest.raises(StoreFailed) as failed:
+            async with open_runtime(ws, model=ScriptedModel({}), cluster=a_store) as a:
+                root = await a.create_session()
+                writer = sql_run(
+                    a_store,
+                    ws,
+                    "SELECT pid FROM pg_stat_activity"
+                    " WHERE application_name = 'halo-a' AND query = 'COMMIT'",
+                )
+                assert len(writer) == 1
+                sql_run(a_store, ws, "SELECT pg_terminate_backend(%s)", writer[0][0])
+                await a.send(root, "lost with the connection")
+        assert "could not commit" in str(failed.value) or "stopped" in str(failed.value)
