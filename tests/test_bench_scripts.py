@@ -19,7 +19,7 @@ IS_PROGRAM = {script: 'if __name__ == "__main__":' in script.read_text() for scr
 MISSING_EXTRA = (
     "No module named 'autogen_core",
     "No module named 'langgraph",
-    "langgraph is missing",
+    "pip install -e '.[bench]'",  # the scripts' own message when a peer is missing
 )
 BUDGET = 60.0
 
