@@ -9,6 +9,7 @@ separate connection, and observed in ``pg_stat_activity``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack, aclosing
 from typing import TypeVar
@@ -398,3 +399,33 @@ async def test_a_commit_chosen_as_a_deadlock_victim_is_run_again(
         await run(blocker.close)
     assert seqs(appended) == [1]
     assert seqs(await a.read(EVERYTHING)) == [1]
+
+
+UNCLOSED = """
+import sys, trio
+from halo_actors.core.events import TextStreamed
+from halo_actors.core.log.postgres import PostgresEventLog
+
+async def main():
+    log = await PostgresEventLog.open(sys.argv[1], schema=sys.argv[2])
+    await log.append("s1", TextStreamed(text="kept"))
+    print("appended", flush=True)  # and returns without closing the log
+
+trio.run(main)
+"""
+
+
+async def test_a_program_that_never_closes_its_log_still_exits_and_keeps_what_was_durable(
+    schema: str, open_node: OpenNode
+) -> None:
+    """The writer and tail are daemon threads: an unclosed log does not hold the process."""
+    with trio.fail_after(BUDGET):
+        done = await trio.run_process(
+            [sys.executable, "-c", UNCLOSED, pg_support.dsn(), schema],
+            capture_stdout=True,
+            capture_stderr=True,
+        )
+        assert done.stdout == b"appended\n", done.stderr
+        assert b"event_log_writer_stopped" not in done.stderr
+        reader = await open_node("reader")
+        assert [r.event for r in await reader.read()] == [text("kept")]

@@ -42,7 +42,7 @@ class Tail:
     def __init__(self, event_log: PostgresEventLog) -> None:
         self.log = event_log
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="halo-pg-tail")
+        self._thread = threading.Thread(target=self._loop, name="halo-pg-tail", daemon=True)
 
     def start(self) -> None:
         self._thread.start()

@@ -140,7 +140,9 @@ class PostgresEventLog(LogBase):
         self._read_limiter = trio.CapacityLimiter(1)
         self._fill_lock = trio.Lock()
         self._token = trio.lowlevel.current_trio_token()
-        self._writer = threading.Thread(target=self._write_loop, name="halo-pg-writer")
+        # daemon threads (here and the tail's): a program that never closes its log still
+        # exits; what was acknowledged is committed, an unfinished commit rolls back
+        self._writer = threading.Thread(target=self._write_loop, name="halo-pg-writer", daemon=True)
         self._tail = Tail(self)
         self.commits = 0
         """How many transactions the writer has committed (group-commit statistics)."""
@@ -328,6 +330,8 @@ class PostgresEventLog(LogBase):
                 batch = []
                 if stop:
                     break
+        except trio.RunFinishedError:
+            pass  # the program ended without closing the log: committed, nobody to tell
         except BaseException as exc:
             self._writer_failed(exc, batch)
         finally:
