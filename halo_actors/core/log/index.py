@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,9 +247,9 @@ class TableWriter:
         """Every session touched by a record past the mark (the table lags behind them)."""
         self._clean: dict[str, SessionSummary] = {}
         """Summaries equal to their table rows, kept to spare a read (bounded)."""
-        self._rows_past_mark = 0
         self._last_seq = mark
-        """The last seq folded: what the table reaches once written."""
+        """The last seq folded: what the table reaches once written (seqs are dense, so
+        ``_last_seq - mark`` records are past the mark)."""
 
     def load_tail(self, conn: sqlite3.Connection) -> None:
         """On open: fold the records stored past the mark (a crash left them there)."""
@@ -257,34 +258,21 @@ class TableWriter:
     def fold(self, conn: sqlite3.Connection, records: Iterable[Record]) -> None:
         """Inside the commit of ``records`` (in seq order)."""
         dirty = self._dirty
-        last = None
-        count = 0
         for record in records:
             summary = dirty.get(record.session_id)
             if summary is None:
                 summary = dirty[record.session_id] = self._load(conn, record.session_id)
             summary.apply(record)
-            last = record
-            count += 1
-        if last is None:
-            return
-        self._rows_past_mark += count
-        self._last_seq = last.seq
-        if self._rows_past_mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS:
-            self.write(conn, last.seq)
+            self._last_seq = record.seq
+        if self._last_seq - self.mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS:
+            self.write(conn, self._last_seq)
 
     def write_behind(self, conn: sqlite3.Connection) -> None:
         """On a clean close: write what the table lags behind in a transaction of its own,
         so the next open has no tail to fold."""
-        if not self._dirty:
-            return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            self.write(conn, self._last_seq)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
+        if self._dirty:
+            with _transaction(conn):
+                self.write(conn, self._last_seq)
 
     def write(self, conn: sqlite3.Connection, through: int) -> None:
         """Write every summary touched since the mark and move the mark to ``through``
@@ -297,7 +285,6 @@ class TableWriter:
             self._clean.clear()
         self._clean.update(self._dirty)
         self._dirty = {}
-        self._rows_past_mark = 0
 
     def _load(self, conn: sqlite3.Connection, session_id: str) -> SessionSummary:
         summary = self._clean.pop(session_id, None)
@@ -312,19 +299,25 @@ def open_table(conn: sqlite3.Connection) -> TableWriter:
     in one transaction, then the writer of its table with the tail past the mark folded."""
     mark = _mark(conn)
     if mark is None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with _transaction(conn):
             _backfill(conn)
-            last = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0]
-            conn.execute(_SET_MARK, (last,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        mark = int(last)
+            mark = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+            conn.execute(_SET_MARK, (mark,))
     writer = TableWriter(mark)
     writer.load_tail(conn)
     return writer
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction of its own (the connection is in autocommit mode)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _backfill(conn: sqlite3.Connection) -> None:
