@@ -22,6 +22,7 @@ from halo_actors.core.errors import StoreClosed, StoreFailed, SubscriptionClosed
 from halo_actors.core.events import Record, TextStreamed
 from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
+from halo_actors.core.log.index import fold_index
 
 BUDGET = 10.0
 WRITER = "halo-log-writer"
@@ -93,6 +94,8 @@ async def assert_a_reopen_recovers(path: Path, durable: list[Record]) -> None:
     again = await SqliteEventLog.open(path)
     try:
         assert await again.read() == durable
+        index = {s.session_id: s for s in await again.session_index()}
+        assert index == fold_index(durable)  # the lost records are in no session's summary
         (next_one,) = await again.append("a", text("after"))
         assert next_one.seq == durable[-1].seq + 1
     finally:

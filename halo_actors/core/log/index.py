@@ -239,7 +239,8 @@ class TableWriter:
     the sessions they touch, and writes those to the table (moving the mark) every
     ``MARK_ROWS`` records or ``MARK_SESSIONS`` sessions, inside the commit it is given.
     Used by whichever side holds the writer's connection. After a failed commit it holds
-    summaries the file never got; the log is stopped then (fail-stop), so none is written."""
+    summaries the file never got; the log is stopped then (fail-stop), so none is written,
+    not even by :meth:`write_behind` (the log skips it after a failure)."""
 
     def __init__(self, mark: int) -> None:
         self.mark = mark

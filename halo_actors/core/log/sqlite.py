@@ -373,7 +373,9 @@ class SqliteEventLog(LogBase):
                 batch = []
                 if stop:
                     break
-            self._table.write_behind(conn)
+            # not after a failed inline commit: the summaries hold records the file lost
+            if self._writer_error is None:
+                self._table.write_behind(conn)
         except trio.RunFinishedError:
             pass  # the program ended without closing the log: committed, nobody to tell
         except BaseException as exc:
