@@ -168,7 +168,11 @@ async def ours_replay(db: Path, tree: str) -> tuple[float, int]:
 def raw_replay(db: Path, tree: str) -> tuple[float, int]:
     conn = sqlite3.connect(db)
     try:
-        sql = "SELECT body FROM events WHERE root = ? ORDER BY seq"
+        # the root's rows by session, its descendants' by the partial index, merged
+        sql = (
+            "SELECT seq, body FROM events WHERE session_id = ?1 UNION ALL "
+            "SELECT seq, body FROM events WHERE root = ?1 AND session_id != root ORDER BY seq"
+        )
         conn.execute(sql + " LIMIT 1", (tree,)).fetchall()
         start = time.perf_counter()
         bodies = conn.execute(sql, (tree,)).fetchall()

@@ -297,6 +297,93 @@ async def test_a_file_with_the_old_ts_index_loses_it_on_open(tmp_path: Path) -> 
             await log.aclose()
 
 
+TREE_SESSIONS = ("t1", "t1>a", "t1>a>x", "t2", "t1>b", "t2>c")
+
+
+async def append_interleaved(log: SqliteEventLog, rounds: int) -> None:
+    """Records of two trees, roots and descendants interleaved, over several commits."""
+    for n in range(rounds):
+        for sid in TREE_SESSIONS:
+            log.append_nowait(sid, text(f"{sid}:{n}"))
+        await log.wait_durable(log.stamped_seq)
+
+
+async def test_a_roots_records_are_indexed_once_by_session_and_trees_read_whole_in_order(
+    tmp_path: Path,
+) -> None:
+    """The index by tree leaves out every root's own rows (``session_id != root``): a
+    root's commit writes the table and one index, not two. A tree read merges the root's
+    rows (by session) with its descendants' (by tree): every record, in seq order, with
+    ``after_seq``, ``until_seq``, ``limit``, ``kinds`` and ``since_ts`` as for any read."""
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            await append_interleaved(log, 5)
+            everything = await log.read()
+            assert len(everything) == 5 * len(TREE_SESSIONS)
+            for flt in (
+                EventFilter(tree="t1"),
+                EventFilter(tree="t1>a"),  # any member names its tree
+                EventFilter(tree="t2", kinds=frozenset({"stream"})),
+                EventFilter(tree="t1", kinds=frozenset({"user"})),
+                EventFilter(tree="t1", since_ts=everything[7].ts),
+                EventFilter(session_id="t1", tree="t1"),
+                EventFilter(session_id="t1>a", tree="t2"),
+            ):
+                want = [r for r in everything if flt.matches(r)]
+                assert await log.read(flt) == want, flt
+                assert await log.read(flt, after_seq=8, until_seq=25) == [
+                    r for r in want if 8 < r.seq <= 25
+                ], flt
+                assert await log.read(flt, after_seq=3, limit=4) == [
+                    r for r in want if r.seq > 3
+                ][:4], flt
+        finally:
+            await log.aclose()
+        with sqlite3.connect(db_path(tmp_path)) as conn:
+            (sql,) = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE name = 'events_below_roots'"
+            ).fetchone()
+            assert sql.endswith("WHERE session_id != root"), sql
+            plan = conn.execute(
+                "EXPLAIN QUERY PLAN " + sqlite_log._select(EventFilter(tree="t1"), 0, None, 10)[0],
+                ["t1", 0, "t1", 0],
+            ).fetchall()
+            details = " | ".join(row[-1] for row in plan)
+            assert "MERGE (UNION ALL)" in details and "TEMP B-TREE" not in details, details
+        assert "events_by_root" not in indexes(db_path(tmp_path))
+
+
+async def test_a_file_with_the_old_tree_index_gets_the_partial_one_on_open(
+    tmp_path: Path,
+) -> None:
+    """A file from before: its index by tree covered every row. Opened for writing, the
+    index is replaced (once); opened read-only, it is used as it is. Both read the same."""
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            await append_interleaved(log, 3)
+            want = await log.read(EventFilter(tree="t1"))
+        finally:
+            await log.aclose()
+        with sqlite3.connect(db_path(tmp_path)) as conn:  # as an older release left it
+            conn.execute("DROP INDEX events_below_roots")
+            conn.execute("CREATE INDEX events_by_root ON events (root, seq)")
+        log = await SqliteEventLog.open(db_path(tmp_path), read_only=True)
+        try:
+            assert await log.read(EventFilter(tree="t1")) == want
+        finally:
+            await log.aclose()
+        assert "events_by_root" in indexes(db_path(tmp_path))  # read-only wrote nothing
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            assert await log.read(EventFilter(tree="t1")) == want
+        finally:
+            await log.aclose()
+        found = indexes(db_path(tmp_path))
+        assert "events_by_root" not in found and "events_below_roots" in found
+
+
 async def test_a_commit_of_more_rows_than_one_insert_takes_stores_them_all_in_order(
     tmp_path: Path,
 ) -> None:

@@ -95,7 +95,8 @@ CREATE TABLE IF NOT EXISTS events (
     body       BLOB    NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, seq);
-CREATE INDEX IF NOT EXISTS events_by_root ON events (root, seq);
+DROP INDEX IF EXISTS events_by_root;
+CREATE INDEX IF NOT EXISTS events_below_roots ON events (root, seq) WHERE session_id != root;
 DROP INDEX IF EXISTS events_by_ts;
 """
     + index.SCHEMA
@@ -474,7 +475,7 @@ class SqliteEventLog(LogBase):
             if flt.since_ts is not None:
                 after = max(after, _first_seq_at(reader, flt.since_ts) - 1)
             sql, params = _select(flt, after, until_seq, limit)
-            bodies = [b for (b,) in reader.execute(sql, params)]
+            bodies = [b for (_, b) in reader.execute(sql, params)]
             return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
 
         return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
@@ -505,7 +506,7 @@ class SqliteEventLog(LogBase):
                 else _connect(self.path, self._synchronous)
             )
         sql, params = _select(EventFilter(session_id=session_id), 0, None, None)
-        bodies = [b for (b,) in self._sync_reader.execute(sql, params)]
+        bodies = [b for (_, b) in self._sync_reader.execute(sql, params)]
         return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
 
     async def aclose(self) -> None:
@@ -569,24 +570,40 @@ def _first_seq_at(conn: sqlite3.Connection, since_ts: int) -> int:
 def _select(
     flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
 ) -> tuple[str, list[object]]:
+    """The query for ``flt``: it selects ``seq, body`` in seq order.
+
+    A whole tree (``tree`` without ``session_id``) is two index ranges merged by seq:
+    the root's own records (``events_by_session``) and its descendants' (the partial
+    ``events_below_roots``, which leaves out every root's rows: they are indexed once,
+    by session). SQLite merges the two ordered arms without sorting (``MERGE (UNION
+    ALL)``), so a ``LIMIT`` stops both early."""
     where: list[str] = ["seq > ?"]
     params: list[object] = [_int64(after_seq)]
     if until_seq is not None:
         where.append("seq <= ?")
         params.append(_int64(until_seq))
-    if flt.session_id is not None:
-        where.append("session_id = ?")
-        params.append(flt.session_id)
-    if flt.tree is not None:
-        where.append("root = ?")
-        params.append(flt.tree)
     if flt.since_ts is not None:
         where.append("ts >= ?")
         params.append(_int64(flt.since_ts))
     if flt.kinds is not None:
         where.append(f"kind IN ({','.join('?' * len(flt.kinds))})")
         params.extend(sorted(flt.kinds))
-    sql = f"SELECT body FROM events WHERE {' AND '.join(where)} ORDER BY seq"
+    common = " AND ".join(where)
+    if flt.session_id is not None:
+        sql = f"SELECT seq, body FROM events WHERE session_id = ? AND {common}"
+        params.insert(0, flt.session_id)
+        if flt.tree is not None:
+            sql += " AND root = ?"
+            params.append(flt.tree)
+    elif flt.tree is not None:
+        sql = (
+            f"SELECT seq, body FROM events WHERE session_id = ? AND {common} UNION ALL "
+            f"SELECT seq, body FROM events WHERE root = ? AND session_id != root AND {common}"
+        )
+        params = [flt.tree, *params, flt.tree, *params]
+    else:
+        sql = f"SELECT seq, body FROM events WHERE {common}"
+    sql += " ORDER BY seq"
     if limit is not None:
         sql += f" LIMIT {_int64(int(limit))}"
-    return sql, list(params)
+    return sql, params
