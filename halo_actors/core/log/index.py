@@ -259,11 +259,15 @@ class TableWriter:
     def fold(self, conn: sqlite3.Connection, records: Iterable[Record]) -> None:
         """Inside the commit of ``records`` (in seq order)."""
         dirty = self._dirty
+        summary: SessionSummary | None = None
         for record in records:
-            summary = dirty.get(record.session_id)
-            if summary is None:
-                summary = dirty[record.session_id] = self._load(conn, record.session_id)
+            sid = record.session_id
+            if summary is None or summary.session_id != sid:  # a run of one session's
+                summary = dirty.get(sid)
+                if summary is None:
+                    summary = dirty[sid] = self._load(conn, sid)
             summary.apply(record)
+        if summary is not None:
             self._last_seq = record.seq
         if self._last_seq - self.mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS:
             self.write(conn, self._last_seq)
