@@ -335,9 +335,9 @@ async def test_a_roots_records_are_indexed_once_by_session_and_trees_read_whole_
                 assert await log.read(flt, after_seq=8, until_seq=25) == [
                     r for r in want if 8 < r.seq <= 25
                 ], flt
-                assert await log.read(flt, after_seq=3, limit=4) == [
-                    r for r in want if r.seq > 3
-                ][:4], flt
+                assert (
+                    await log.read(flt, after_seq=3, limit=4) == [r for r in want if r.seq > 3][:4]
+                ), flt
         finally:
             await log.aclose()
         with sqlite3.connect(db_path(tmp_path)) as conn:
