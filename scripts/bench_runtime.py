@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import datetime
 import gc
+import importlib.metadata
 import json
 import math
 import os
@@ -614,6 +615,15 @@ def median(values: list[float]) -> float:
     return float(statistics.median(values))
 
 
+PEER_PACKAGES = ("autogen-core", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
+
+
+def peer_versions() -> dict[str, str]:
+    """The installed peers' versions: the bench extra pins them from below only, so a new
+    venv may measure a newer release than an earlier run did."""
+    return {name: importlib.metadata.version(name) for name in PEER_PACKAGES}
+
+
 def code_version() -> str:
     """The commit measured (read-only ``git rev-parse``; the tree may have local edits)."""
     try:
@@ -822,12 +832,14 @@ def main() -> None:
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "trio": trio.__version__,
+        "peers": peer_versions(),
         "repeat": args.repeat,
     }
     print(
         f"bench_runtime at {out['commit']}: python {out['python']}, {out['cores']} cores,"
         f" median of {args.repeat} runs (stop: {args.stop_repeat})"
     )
+    print("  peers: " + ", ".join(f"{name} {version}" for name, version in out["peers"].items()))
     started = time.perf_counter()
     if "turns" not in args.skip:
         bench_turns(args.turns, args.repeat, args.peer_repeat, out)
