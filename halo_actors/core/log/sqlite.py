@@ -480,7 +480,7 @@ class SqliteEventLog(LogBase):
             if flt.since_ts is not None:
                 after = max(after, _first_seq_at(reader, flt.since_ts) - 1)
             sql, params = _select(flt, after, until_seq, limit)
-            bodies = [b for (_, b) in reader.execute(sql, params)]
+            bodies = [row[-1] for row in reader.execute(sql, params)]
             return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
 
         return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
@@ -511,7 +511,7 @@ class SqliteEventLog(LogBase):
                 else _connect(self.path, self._synchronous)
             )
         sql, params = _select(EventFilter(session_id=session_id), 0, None, None)
-        bodies = [b for (_, b) in self._sync_reader.execute(sql, params)]
+        bodies = [body for (body,) in self._sync_reader.execute(sql, params)]
         return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
 
     async def aclose(self) -> None:
@@ -575,7 +575,7 @@ def _first_seq_at(conn: sqlite3.Connection, since_ts: int) -> int:
 def _select(
     flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
 ) -> tuple[str, list[object]]:
-    """The query for ``flt``: it selects ``seq, body`` in seq order.
+    """The query for ``flt``, in seq order; each row ends with the record's body.
 
     A whole tree (``tree`` without ``session_id``) is two index ranges merged by seq:
     the root's own records (``events_by_session``) and its descendants' (the partial
@@ -595,19 +595,19 @@ def _select(
         params.extend(sorted(flt.kinds))
     common = " AND ".join(where)
     if flt.session_id is not None:
-        sql = f"SELECT seq, body FROM events WHERE session_id = ? AND {common}"
+        sql = f"SELECT body FROM events WHERE session_id = ? AND {common}"
         params.insert(0, flt.session_id)
         if flt.tree is not None:
             sql += " AND root = ?"
             params.append(flt.tree)
-    elif flt.tree is not None:
+    elif flt.tree is not None:  # a compound query orders by a column it returns: seq too
         sql = (
             f"SELECT seq, body FROM events WHERE session_id = ? AND {common} UNION ALL "
             f"SELECT seq, body FROM events WHERE root = ? AND session_id != root AND {common}"
         )
         params = [flt.tree, *params, flt.tree, *params]
     else:
-        sql = f"SELECT seq, body FROM events WHERE {common}"
+        sql = f"SELECT body FROM events WHERE {common}"
     sql += " ORDER BY seq"
     if limit is not None:
         sql += f" LIMIT {_int64(int(limit))}"
