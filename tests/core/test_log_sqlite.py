@@ -345,10 +345,8 @@ async def test_a_roots_records_are_indexed_once_by_session_and_trees_read_whole_
                 "SELECT sql FROM sqlite_master WHERE name = 'events_below_roots'"
             ).fetchone()
             assert sql.endswith("WHERE session_id != root"), sql
-            plan = conn.execute(
-                "EXPLAIN QUERY PLAN " + sqlite_log._select(EventFilter(tree="t1"), 0, None, 10)[0],
-                ["t1", 0, "t1", 0],
-            ).fetchall()
+            tree_sql, tree_params = sqlite_log._select(EventFilter(tree="t1"), 0, None, 10)
+            plan = conn.execute("EXPLAIN QUERY PLAN " + tree_sql, tree_params).fetchall()
             details = " | ".join(row[-1] for row in plan)
             assert "MERGE (UNION ALL)" in details and "TEMP B-TREE" not in details, details
         assert "events_by_root" not in indexes(db_path(tmp_path))
