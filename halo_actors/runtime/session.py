@@ -304,7 +304,8 @@ class SessionActor:
             # Nothing to interrupt: a stop, or a compaction outside the turn loop (manual,
             # or at turn end, where the turn is still open but its loop has returned).
             quiet = self.stopping or (self.state.is_compacting and self._turn_scope is None)
-            if quiet and mode == "soft":
+            # raised already (a message since the round began): one flag record is enough
+            if (quiet and mode == "soft") or self.state.interrupt_requested:
                 await self._append(queued)
             else:
                 await self._append(queued, FlagsChanged(interrupt_requested=True))

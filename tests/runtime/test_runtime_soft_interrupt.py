@@ -96,6 +96,36 @@ async def test_soft_interrupt_waits_for_the_whole_parallel_batch(tmp_path: Path)
             assert_no_interrupt_markers(rt, sid)
 
 
+async def test_messages_to_a_busy_session_raise_its_interrupt_flag_with_one_record(
+    tmp_path: Path,
+) -> None:
+    """The first message of a busy turn logs the flag with it; the next ones find it up
+    and log only themselves (a fan-out's reports, say: one flag record, not one each).
+    Every message still opens the next round, and the flag is down after it."""
+    with trio.fail_after(SHELL_BUDGET):
+        async with running(tmp_path, TWO_SHELLS, ANSWER_ANYTHING) as rt:
+            sid = await rt.sup.create_session(namespace="cli")
+            await rt.sup.send(sid, "batch please")
+            await poll_until(lambda: all(read_pid(tmp_path / f) for f in ("one.pid", "two.pid")))
+            for n in range(3):
+                assert await rt.sup.send(sid, f"question {n}") == "queued"
+            assert rt.sup.state(sid).interrupt_requested
+            await rt.sup.wait_idle(sid)
+
+            raised = [
+                r.event
+                for r in await rt.records(sid)
+                if isinstance(r.event, FlagsChanged) and r.event.interrupt_requested
+            ]
+            assert len(raised) == 1
+            assert [line for line in (await rt.rounds(sid))[1].text.splitlines() if line] == [
+                "question 0",
+                "question 1",
+                "question 2",
+            ]
+            assert not rt.sup.state(sid).interrupt_requested
+
+
 async def test_soft_interrupt_ends_the_turn_at_the_boundary_without_another_model_call(
     tmp_path: Path,
 ) -> None:

@@ -25,7 +25,6 @@ import trio
 from ...agent.scripted import Rule, Script, ScriptedModel, Step
 from ...core.events import (
     ErrorRaised,
-    FlagsChanged,
     MessageQueued,
     Record,
     RoundStarted,
@@ -105,7 +104,7 @@ def _python_path() -> str:
 
 
 def _is_note_queued(record: Record) -> bool:
-    return isinstance(record.event, FlagsChanged) and record.event.interrupt_requested is True
+    return isinstance(record.event, MessageQueued) and record.event.text in NOTES
 
 
 async def _run_and_kill(stage: Stage) -> int:
