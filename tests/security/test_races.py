@@ -23,8 +23,11 @@ from halo_actors.tools.files import Workspace
 SECRET = "tokens-secret-5d1e"
 RACE_SECONDS = 1.5
 
+# A write may create ``d`` (parents are made) while the swap has it absent; no rename can
+# move a non-empty directory over ``real`` or ``link``, so the loop removes that copy.
 SWAPPER = """
 while :; do
+  [ -d real ] && [ -d d ] && [ ! -L d ] && rm -rf d
   mv -T real d 2>/dev/null; mv -T d real 2>/dev/null
   mv -T link d 2>/dev/null; mv -T d link 2>/dev/null
 done
