@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from ..core.errors import EventTooLarge
 from ..core.state import QueuedMessage
 
 ROUND_OVERHEAD_BYTES = 1_024
@@ -65,6 +66,18 @@ def message_bytes_at_most(message: QueuedMessage) -> int:
     source = len(message.source_session_id or "")
     text = len(message.text) + (source + 17 if source else 0)
     return 6 * text + sum(6 * len(image) + 3 for image in message.images) + source + 10
+
+
+def check_opens_round(message: QueuedMessage, cap: int) -> None:
+    """Raise :class:`EventTooLarge` unless ``message`` alone fits one round record under
+    ``cap`` bytes (a message that could not would stall its session: refused on arrival)."""
+    if ROUND_OVERHEAD_BYTES + message_bytes_at_most(message) <= cap:  # else it surely fits
+        return
+    size = ROUND_OVERHEAD_BYTES + message_bytes(message)
+    if size > cap:
+        raise EventTooLarge(
+            f"a message of about {size} bytes cannot open a round; the cap is {cap}"
+        )
 
 
 def fitting(messages: Sequence[QueuedMessage], cap: int) -> int:

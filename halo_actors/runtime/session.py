@@ -44,7 +44,7 @@ from ..agent.repair import (
 )
 from ..agent.turn import CLEANUP_SECONDS, TurnSetup, run_turn
 from ..core.conversation import Message, message_chars
-from ..core.errors import EventTooLarge, Fenced, SessionUnavailable
+from ..core.errors import Fenced, SessionUnavailable
 from ..core.events import (
     AgentDone,
     AgentStarted,
@@ -70,11 +70,9 @@ from .gcpause import GC_PAUSE_SECONDS, GcPause
 from .orphans import command_started
 from .rounds import (
     RESUME_TEXT,
-    ROUND_OVERHEAD_BYTES,
+    check_opens_round,
     fitting,
     merge_round,
-    message_bytes,
-    message_bytes_at_most,
     round_text,
 )
 
@@ -287,14 +285,7 @@ class SessionActor:
         queued = MessageQueued(
             text=text, images=images, source_session_id=source, inbox_id=inbox_id
         )
-        message = QueuedMessage(text, images, source)
-        cap = self._log.max_event_bytes
-        if ROUND_OVERHEAD_BYTES + message_bytes_at_most(message) > cap:  # else it surely fits
-            size = ROUND_OVERHEAD_BYTES + message_bytes(message)
-            if size > cap:
-                raise EventTooLarge(
-                    f"a message of about {size} bytes cannot open a round; the cap is {cap}"
-                )
+        check_opens_round(QueuedMessage(text, images, source), self._log.max_event_bytes)
         async with self.serial:
             if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")

@@ -48,6 +48,7 @@ from ..core.errors import (
 from ..core.events import (
     CommandStarted,
     Event,
+    MessageQueued,
     Notified,
     Record,
     ReportSent,
@@ -56,7 +57,7 @@ from ..core.events import (
 from ..core.log import EventFilter, EventLog
 from ..core.log.index import DELETED
 from ..core.logger import get_logger
-from ..core.state import SessionState, replay
+from ..core.state import QueuedMessage, SessionState, replay
 from ..tools.base import Delivery, Tool
 from ..tools.files import Workspace
 from ..tools.registry import BUILTINS, ToolRegistry
@@ -67,7 +68,7 @@ from .orphans import kill_orphans
 from .ownership import LOCAL, OwnedElsewhere, Ownership
 from .passivation import DEFAULT_RESIDENT_IDLE, Registry
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
-from .rounds import final_report, interim_report, report_recipient
+from .rounds import check_opens_round, final_report, interim_report, report_recipient
 from .session import Delivered, Mode, SessionActor, closing_events
 
 log = get_logger("halo_actors.supervisor")
@@ -285,9 +286,11 @@ class Supervisor:
         description: str | None,
         level: Access,
         parent: SessionActor | None,
+        *first: Event,
     ) -> SessionActor:
-        """Register ``sid`` and log its creation, with no checkpoint (the caller waits for
-        durability). ``parent``: the resident actor of its parent, if it has one."""
+        """Register ``sid`` and log its creation (with ``first``, in the same append), with
+        no checkpoint on a pipelined log (the caller waits for durability). ``parent``:
+        the resident actor of its parent, if it has one."""
         if parent is not None and parent.stopping:
             raise SessionUnavailable(f"session {parent.session_id} is being stopped")
         if parent is not None and parent.state.lifecycle in ("archived", "deleted"):
@@ -313,10 +316,10 @@ class Supervisor:
         )
         try:
             if self.log.pipelined:  # one synchronous step (emit never raises Cancelled)
-                await actor.emit(created)
+                await actor.emit(created, *first)
             else:
                 with trio.CancelScope(shield=True):
-                    await actor.emit(created)
+                    await actor.emit(created, *first)
         except BaseException:
             self._unregister(sid)
             raise
@@ -324,9 +327,10 @@ class Supervisor:
         return actor
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
-        """Create a sub-session of ``parent_id`` and send it ``task`` (from the parent), as
-        ``create_session`` and ``send`` do, with one wait for durability (the log is a
-        prefix: the message durable means its session's creation is too)."""
+        """Create a sub-session of ``parent_id`` with ``task`` queued (from the parent) and
+        start its run. The creation and the task are one append: no reader ever sees the
+        child without its task, a cascade over the parent that begins meanwhile finds
+        both, and one wait for durability covers the two."""
         if not self.registry.known(ids.check_session_id(parent_id)):
             raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
@@ -336,19 +340,16 @@ class Supervisor:
         while self.registry.known(child):  # a fresh id: never an existing session's
             child = ids.mint_child(parent_id, label or agent_id)
         self._profile(agent_id)
+        check_opens_round(QueuedMessage(task, (), parent_id), self.log.max_event_bytes)
         level = parent.state.access or self.default_access
-        actor = await self._create(child, agent_id, parent_id, label or None, task, level, parent)
-        try:
-            delivered = await actor.deliver(task, (), parent_id, "soft")
-        except SessionUnavailable:
-            # On a log whose appends wait (PostgreSQL), a cascade over the parent can begin
-            # while the creation is logged and take the child: refuse in the caller's name.
-            if parent.stopping or parent.state.lifecycle in ("archived", "deleted"):
-                raise SessionUnavailable(f"session {parent_id} is being stopped") from None
-            raise
-        if delivered.start_run:
+        queued = MessageQueued(text=task, source_session_id=parent_id)
+        actor = await self._create(
+            child, agent_id, parent_id, label or None, task, level, parent, queued
+        )
+        seq = actor.state.last_seq
+        if actor.claim_run():  # else a cascade took it meanwhile: the task stays queued
             self._start_run(actor)
-        await self.log.wait_durable(delivered.seq)
+        await self.log.wait_durable(seq)
         return child
 
     def _register(self, state: SessionState) -> SessionActor:
