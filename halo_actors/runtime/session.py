@@ -62,7 +62,7 @@ from ..core.events import (
     ToolReturned,
     TurnCompleted,
 )
-from ..core.log import EventLog
+from ..core.log import MAX_BACKLOG, EventLog
 from ..core.logger import get_logger
 from ..core.state import QueuedMessage, SessionState
 from ..tools.shell import kill_process_group
@@ -77,9 +77,6 @@ from .rounds import (
 )
 
 Mode = Literal["soft", "hard"]
-MAX_BACKLOG = 10_000
-"""Records a session may stamp past the durable horizon before :meth:`SessionActor.emit`
-waits for the writer to catch up (the bound of the log writer's queue, in effect)."""
 
 
 class _Atomic:
@@ -182,8 +179,10 @@ class SessionActor:
     async def emit(self, *events: Event) -> None:
         log = self._log
         if log.pipelined:  # stamp + apply in one step: atomic without the lock
-            self._append_nowait(*events)
-            if log.stamped_seq - log.last_seq > MAX_BACKLOG:  # the writer's queue is bounded here
+            apply = self.state.apply
+            for record in log.append_nowait(self.session_id, *events):
+                apply(record)
+            if log.backlogged:  # the writer's queue is bounded here
                 with trio.CancelScope(shield=True):  # applied: emit never raises Cancelled
                     await log.wait_durable(log.stamped_seq - MAX_BACKLOG // 2)
             return

@@ -16,7 +16,13 @@ import trio
 
 from halo_actors.core.errors import EventTooLarge, InvalidInput, StoreClosed, UnsafeSessionId
 from halo_actors.core.events import Record, SessionFrame, TextStreamed
-from halo_actors.core.log import EVERYTHING, EventFilter, MemoryEventLog, SqliteEventLog
+from halo_actors.core.log import (
+    EVERYTHING,
+    MAX_BACKLOG,
+    EventFilter,
+    MemoryEventLog,
+    SqliteEventLog,
+)
 from halo_actors.core.log.postgres import PostgresEventLog
 
 Log = MemoryEventLog | SqliteEventLog | PostgresEventLog
@@ -157,3 +163,18 @@ async def test_append_nowait_refuses_what_append_refuses_and_stamps_nothing(
         await event_log.aclose()
         with pytest.raises(StoreClosed):
             event_log.append_nowait("a", text("closed"))
+
+
+async def test_a_log_is_backlogged_past_max_backlog_records_in_flight_and_not_after(
+    event_log: Log,
+) -> None:
+    """Rule: the commit queue is bounded by its producers; the log says when to wait."""
+    pipelined(event_log)
+    with trio.fail_after(BUDGET):
+        event_log.append_nowait("a", *[text("x")] * MAX_BACKLOG)
+        assert not event_log.backlogged  # at the bound, not past it
+        event_log.append_nowait("a", text("one more"))
+        durable_as_stamped = isinstance(event_log, MemoryEventLog)
+        assert event_log.backlogged is not durable_as_stamped
+        await event_log.wait_durable(event_log.stamped_seq)
+        assert not event_log.backlogged

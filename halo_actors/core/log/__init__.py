@@ -6,7 +6,13 @@
 
 from __future__ import annotations
 
-from .base import DEFAULT_MAX_EVENT_BYTES, DEFAULT_SUBSCRIBER_BUFFER, EventLog, LogBase
+from .base import (
+    DEFAULT_MAX_EVENT_BYTES,
+    DEFAULT_SUBSCRIBER_BUFFER,
+    MAX_BACKLOG,
+    EventLog,
+    LogBase,
+)
 from .fanout import Subscription
 from .filter import EVERYTHING, EventFilter
 from .index import SessionSummary
@@ -17,6 +23,7 @@ __all__ = [
     "DEFAULT_MAX_EVENT_BYTES",
     "DEFAULT_SUBSCRIBER_BUFFER",
     "EVERYTHING",
+    "MAX_BACKLOG",
     "EventFilter",
     "EventLog",
     "LogBase",

@@ -43,6 +43,9 @@ from .index import SessionSummary, fold_index
 
 DEFAULT_MAX_EVENT_BYTES = 1 << 20
 DEFAULT_SUBSCRIBER_BUFFER = 4_096
+MAX_BACKLOG = 10_000
+"""Records stamped past the durable horizon at which a pipelined log is ``backlogged``
+(its producers wait for the writer: the bound of its commit queue, in effect)."""
 SAFE_IDS_KEPT = 4_096
 """How many session ids a log remembers as checked (it checks each id it appends for)."""
 
@@ -57,6 +60,10 @@ class EventLog(Protocol):
     """True when :meth:`append_nowait` works: the backend stamps seqs itself, before the
     commit. A backend whose seqs come from the commit (one log shared by several nodes)
     is not pipelined; its callers use :meth:`append`, which waits for the commit."""
+
+    backlogged: bool
+    """More than ``MAX_BACKLOG`` records are stamped and not yet durable: a producer
+    should wait for durability (:meth:`wait_durable`) before it stamps more."""
 
     @property
     def last_seq(self) -> int:
@@ -164,6 +171,7 @@ class LogBase:
         self._next_seq = 1
         self._last_ts = 0
         self._published_seq = 0
+        self.backlogged = False
         self._closed = False
         self._failure: StoreFailed | None = None
         self._durable = trio.Event()
@@ -206,11 +214,11 @@ class LogBase:
 
     def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         self._check_healthy()
-        stamped = self._stamp(session_id, events)
-        self._enqueue(session_id, stamped)
-        return [record for record, _ in stamped]
+        records, bodies = self._stamp(session_id, events)
+        self._enqueue(session_id, records, bodies)
+        return records
 
-    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+    def _enqueue(self, session_id: str, records: list[Record], bodies: list[bytes]) -> None:
         """Queue stamped records for the next commit, in order; must not block."""
         raise NotImplementedError
 
@@ -250,6 +258,8 @@ class LogBase:
         if records:
             self._published_seq = records[-1].seq
             self._fanout.publish(records)
+        if self.backlogged:
+            self.backlogged = self._next_seq - 1 - self._published_seq > MAX_BACKLOG
         if self._durable_waiters:
             self._durable.set()
             self._durable = trio.Event()
@@ -267,8 +277,9 @@ class LogBase:
         self._durable.set()
         self._failed.set()
 
-    def _stamp(self, session_id: str, events: Sequence[Event]) -> list[tuple[Record, bytes]]:
-        """Validate and encode; raises before any state changes on bad input."""
+    def _stamp(self, session_id: str, events: Sequence[Event]) -> tuple[list[Record], list[bytes]]:
+        """Validate and encode: the records and their bodies, in order; raises before any
+        state changes on bad input."""
         if self._closed:
             raise StoreClosed("the event log is closed")
         if type(session_id) is not str or session_id not in self._safe_ids:
@@ -283,7 +294,7 @@ class LogBase:
         if now < self._last_ts:
             now = self._last_ts
         seq, cap = self._next_seq, self.max_event_bytes
-        stamped = []
+        records, bodies = [], []
         for event in events:
             if type(event) in FRAME_ONLY_TYPES:
                 raise InvalidInput(f"{kind_of(event)!r} frames are never stored")
@@ -293,11 +304,14 @@ class LogBase:
                 raise EventTooLarge(
                     f"{kind_of(event)} event is {len(body)} bytes; the cap is {cap}"
                 )
-            stamped.append((record, body))
+            records.append(record)
+            bodies.append(body)
             seq += 1
         self._next_seq = seq
         self._last_ts = now
-        return stamped
+        if seq - 1 - self._published_seq > MAX_BACKLOG:
+            self.backlogged = True
+        return records, bodies
 
     @asynccontextmanager
     async def subscribe(

@@ -12,7 +12,7 @@ import trio
 
 from ..errors import StoreFailed
 from ..events import Event, Record
-from ..ids import root_of
+from ..ids import SEPARATOR
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
 from .filter import EVERYTHING, EventFilter
 
@@ -30,7 +30,7 @@ class MemoryEventLog(LogBase):
         """Stored and durable at once (as durable as memory gets): published right here."""
         if self._failure is not None:
             raise StoreFailed(str(self._failure))
-        records = [record for record, _ in self._stamp(session_id, events)]
+        records, _ = self._stamp(session_id, events)
         self._records.extend(records)
         self._index(session_id, records)
         self._committed(records)
@@ -45,17 +45,23 @@ class MemoryEventLog(LogBase):
         """Per session and per tree. While a tree is only its root session, both indexes
         share one entry (most sessions of a big idle population are lone roots), and an
         entry of one record is that record, not a list of it (most idle sessions have
-        one: their ``session_created``)."""
-        by_tree = self._by_tree
-        old = self._by_session.get(session_id)
-        mine = self._by_session[session_id] = _grown(old, records)
-        root = root_of(session_id)
+        one: their ``session_created``). A list grows in place (the common case, first)."""
+        by_session, by_tree = self._by_session, self._by_tree
+        old = by_session.get(session_id)
+        if type(old) is list:
+            old.extend(records)
+            mine: list[Record] | Record = old
+        else:
+            mine = by_session[session_id] = _grown(old, records)
+        root = session_id.partition(SEPARATOR)[0]
         tree = by_tree.get(root)
+        if tree is mine:  # a lone root's shared list, grown already
+            return
         if session_id == root and (tree is None or tree is old):  # shared, still
             by_tree[root] = mine
         elif tree is None:
             by_tree[root] = list(records)
-        elif session_id != root and tree is self._by_session.get(root):  # the first other one
+        elif session_id != root and tree is by_session.get(root):  # the first other one
             by_tree[root] = [*_as_list(tree), *records]
         else:
             by_tree[root] = _grown(tree, records)

@@ -246,13 +246,8 @@ class PostgresEventLog(LogBase):
         self._epoch_for(session_id)  # refuse an unheld tree before anything is stamped
         return super().append_nowait(session_id, *events)
 
-    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
-        item = Stamped(
-            session_id,
-            [r for r, _ in stamped],
-            [b for _, b in stamped],
-            self._epoch_for(session_id),
-        )
+    def _enqueue(self, session_id: str, records: list[Record], bodies: list[bytes]) -> None:
+        item = Stamped(session_id, records, bodies, self._epoch_for(session_id))
         with self._gate:
             self._check_writer()
             self._queue.put(item)

@@ -176,7 +176,7 @@ class SqliteEventLog(LogBase):
         self._synchronous: Synchronous = synchronous
         self._queue: queue.SimpleQueue[_Group | None] = queue.SimpleQueue()
         """Unbounded by design: ``append_nowait`` never blocks. Callers bound their own
-        backlog (``stamped_seq - last_seq``); the runtime waits for durability past one."""
+        backlog: a producer waits for durability while the log is ``backlogged``."""
         self._staged: _Group | None = None
         """Stamped on the trio thread, not yet committed or handed to the writer (see the
         module doc); while not None, the flusher task is due to flush it."""
@@ -267,7 +267,7 @@ class SqliteEventLog(LogBase):
         self._check_writer()
         return super().append_nowait(session_id, *events)
 
-    def _enqueue(self, session_id: str, stamped: list[tuple[Record, bytes]]) -> None:
+    def _enqueue(self, session_id: str, records: list[Record], bodies: list[bytes]) -> None:
         # the writer was checked by append_nowait, on this thread, just before stamping
         group = self._staged
         if group is None:
@@ -280,9 +280,9 @@ class SqliteEventLog(LogBase):
             group.runs += 1
             group.last_session = session_id
         root = root_of(session_id)
-        records, values, size = group.records, group.values, 0
-        for r, body in stamped:
-            records.append(r)
+        group.records += records
+        values, size = group.values, 0
+        for r, body in zip(records, bodies, strict=True):
             # a bytearray binds as a blob as it is; bytes go through sqlite3's adapter
             # lookup first (about 1 µs a row, a third of an insert)
             values += (r.seq, session_id, root, r.ts, kind_of(r.event), bytearray(body))
