@@ -83,6 +83,8 @@ def check_opens_round(message: QueuedMessage, cap: int) -> None:
 def fitting(messages: Sequence[QueuedMessage], cap: int) -> int:
     """How many leading ``messages`` one round record under ``cap`` bytes holds (at least
     one: ``deliver`` refuses a message that could not open a round on its own)."""
+    if len(messages) == 1:  # the usual mailbox: one message, which fits (checked on arrival)
+        return 1
     if ROUND_OVERHEAD_BYTES + sum(map(message_bytes_at_most, messages)) <= cap:
         return len(messages)  # all of them, surely: nothing to encode
     size = ROUND_OVERHEAD_BYTES

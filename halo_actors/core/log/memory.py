@@ -63,8 +63,10 @@ class MemoryEventLog(LogBase):
             by_tree[root] = list(records)
         elif session_id != root and tree is by_session.get(root):  # the first other one
             by_tree[root] = [*_as_list(tree), *records]
+        elif isinstance(tree, list):
+            tree.extend(records)
         else:
-            by_tree[root] = _grown(tree, records)
+            by_tree[root] = [tree, *records]
 
     async def read(
         self,
