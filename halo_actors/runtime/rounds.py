@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ..core.errors import EventTooLarge
+from ..core.events import RoundKind, RoundStarted
 from ..core.state import QueuedMessage
 
 ROUND_OVERHEAD_BYTES = 1_024
@@ -47,6 +48,28 @@ def round_text(message: QueuedMessage) -> str:
 
 def merge_round(messages: Sequence[QueuedMessage]) -> str:
     return "\n\n".join(map(round_text, messages))
+
+
+def round_started(taken: Sequence[QueuedMessage], kind: RoundKind, resumed: bool) -> RoundStarted:
+    """The record of a round made of ``taken`` (at least one message; several merged)."""
+    if len(taken) == 1:  # the usual round: one message, nothing to merge
+        only = taken[0]
+        return RoundStarted(
+            text=round_text(only),
+            images=only.images,
+            drained=1,
+            kind=kind,
+            resumed_after_interrupt=resumed,
+            from_session_ids=(only.source_session_id or "",),
+        )
+    return RoundStarted(
+        text=merge_round(taken),
+        images=tuple(i for m in taken for i in m.images),
+        drained=len(taken),
+        kind=kind,
+        resumed_after_interrupt=resumed,
+        from_session_ids=tuple(m.source_session_id or "" for m in taken),
+    )
 
 
 def message_bytes(message: QueuedMessage) -> int:

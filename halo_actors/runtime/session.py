@@ -73,7 +73,7 @@ from .rounds import (
     check_opens_round,
     fitting,
     merge_round,
-    round_text,
+    round_started,
 )
 
 Mode = Literal["soft", "hard"]
@@ -110,6 +110,7 @@ class SessionActor:
         "_emit_lock",
         "_log",
         "_logger",
+        "_opened",
         "_process_groups",
         "_repair",
         "_turn_scope",
@@ -132,6 +133,9 @@ class SessionActor:
         self._emit_lock: trio.Lock | None = None
         self.run_ended: trio.Event | None = None
         """Set when the current run ends; None while no run exists (the session is idle)."""
+        self._opened: RoundStarted | Literal["cut"] | None = None
+        """The run's opening round when it was logged with the claim (``claim_run``),
+        until the run's task takes it; ``"cut"`` once a cut reached that turn first."""
         self._turn_scope: trio.CancelScope | None = None
         self._compaction: tuple[trio.CancelScope, float] | None = None
         """The shield of a compaction under way, and the seconds a cut leaves it."""
@@ -300,7 +304,7 @@ class SessionActor:
             else:
                 await self._append(queued, FlagsChanged(interrupt_requested=True))
             seq = self.state.last_seq
-        if mode == "hard" and (self._turn_scope is not None or self._compaction is not None):
+        if mode == "hard" and self.cuttable:
             self.logger.info("hard_interrupt")
             self.cut_turn()
         return Delivered(False, seq)
@@ -315,18 +319,22 @@ class SessionActor:
                 return False
             if not self.state.interrupt_requested:
                 await self._append(FlagsChanged(interrupt_requested=True))
-        if mode == "hard" and (self._turn_scope is not None or self._compaction is not None):
+        if mode == "hard" and self.cuttable:
             self.logger.info("hard_interrupt")
             self.cut_turn()
         return True
 
     # --- the run ---------------------------------------------------------------
 
-    def claim_run(self) -> bool:
-        """Mark a run as started (the caller starts its task at once); False if one exists."""
+    def claim_run(self, opened: RoundStarted | None = None) -> bool:
+        """Mark a run as started (the caller starts its task at once); False if one exists.
+        ``opened``: the run's opening round, logged already with the message it takes (a
+        new sub-session's task): the run's task takes that round instead of opening one."""
         if self.running or self.stopping:
             return False
         self.run_ended = trio.Event()
+        if opened is not None:
+            self._opened = opened
         return True
 
     async def close_run(self, why: str) -> None:
@@ -347,8 +355,19 @@ class SessionActor:
                 ended.set()
 
     async def open_round(self, kind: RoundKind) -> RoundStarted | None:
-        """Splice the whole mailbox into the next round, or end the run if there is no work."""
-        return await self._next_or_done(kind, ())
+        """Splice the whole mailbox into the next round, or end the run if there is no work;
+        the round the run was claimed with, if it was (``claim_run``), unless a cascade or
+        a hard interrupt came before the run's task did: that turn is then closed as a cut
+        one is (``stopped``, or ``interrupted`` and the next round opened)."""
+        opened = self._opened
+        if opened is None:
+            return await self._next_or_done(kind, ())
+        self._opened = None
+        if self.stopping:
+            return await self.complete_turn("stopped")
+        if opened == "cut":  # a hard interrupt: the turn ends before its first model call
+            return await self.complete_turn("interrupted")
+        return opened
 
     async def complete_turn(self, reason: str) -> RoundStarted | None:
         """Close the turn and open the next round (a batch boundary), or end the run."""
@@ -389,23 +408,7 @@ class SessionActor:
         resumed = state.interrupt_requested and kind != "opening"
         if state.mailbox:
             taken = state.mailbox[: fitting(state.mailbox, self._log.max_event_bytes)]
-            sources: tuple[str, ...]
-            if len(taken) == 1:  # the usual round: one message, nothing to merge
-                only = taken[0]
-                text, images = round_text(only), only.images
-                sources = (only.source_session_id or "",)
-            else:
-                text = merge_round(taken)
-                images = tuple(i for m in taken for i in m.images)
-                sources = tuple(m.source_session_id or "" for m in taken)
-            round_event = RoundStarted(
-                text=text,
-                images=images,
-                drained=len(taken),
-                kind=kind,
-                resumed_after_interrupt=resumed,
-                from_session_ids=sources,
-            )
+            round_event = round_started(taken, kind, resumed)
         elif state.self_kick and kind != "opening":
             round_event = RoundStarted(
                 text=RESUME_TEXT, kind="resume", resumed_after_interrupt=resumed
@@ -445,12 +448,22 @@ class SessionActor:
             return "stopped" if self.stopping else "interrupted"
         return reason
 
+    @property
+    def cuttable(self) -> bool:
+        """A turn (running, or opened for a run whose task has not started) or a
+        compaction is there for a cut to reach."""
+        return (
+            self._turn_scope is not None or self._opened is not None or self._compaction is not None
+        )
+
     def cut_turn(self) -> None:
         """Abort the running turn now. A compaction under way is not cut with it: it gets
         its grace to finish (its summary is work a stop must not throw away), then is
         abandoned."""
         if self._turn_scope is not None:
             self._turn_scope.cancel()
+        elif self._opened is not None:  # open, but its run's task has not taken it yet
+            self._opened = "cut"
         if self._compaction is not None:
             scope, grace = self._compaction
             scope.deadline = min(scope.deadline, trio.current_time() + grace)

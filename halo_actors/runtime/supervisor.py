@@ -46,6 +46,7 @@ from ..core.errors import (
     StoreFailed,
 )
 from ..core.events import (
+    AgentStarted,
     CommandStarted,
     Event,
     MessageQueued,
@@ -68,7 +69,13 @@ from .orphans import kill_orphans
 from .ownership import LOCAL, OwnedElsewhere, Ownership
 from .passivation import DEFAULT_RESIDENT_IDLE, Registry
 from .profiles import DEFAULT_PROFILE, AgentProfile, Profiles
-from .rounds import check_opens_round, final_report, interim_report, report_recipient
+from .rounds import (
+    check_opens_round,
+    final_report,
+    interim_report,
+    report_recipient,
+    round_started,
+)
 from .session import Delivered, Mode, SessionActor, closing_events
 
 log = get_logger("halo_actors.supervisor")
@@ -328,9 +335,10 @@ class Supervisor:
 
     async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
         """Create a sub-session of ``parent_id`` with ``task`` queued (from the parent) and
-        start its run. The creation and the task are one append: no reader ever sees the
-        child without its task, a cascade over the parent that begins meanwhile finds
-        both, and one wait for durability covers the two."""
+        start its run. The creation and the task are one append (with a pipelined log, the
+        opening round that takes the task too): no reader ever sees the child without its
+        task, a cascade over the parent that begins meanwhile finds both, and one wait for
+        durability covers them."""
         if not self.registry.known(ids.check_session_id(parent_id)):
             raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
@@ -340,14 +348,22 @@ class Supervisor:
         while self.registry.known(child):  # a fresh id: never an existing session's
             child = ids.mint_child(parent_id, label or agent_id)
         self._profile(agent_id)
-        check_opens_round(QueuedMessage(task, (), parent_id), self.log.max_event_bytes)
         level = parent.state.access or self.default_access
-        queued = MessageQueued(text=task, source_session_id=parent_id)
+        message = QueuedMessage(task, (), parent_id)
+        check_opens_round(message, self.log.max_event_bytes)
+        first: list[Event] = [MessageQueued(text=task, source_session_id=parent_id)]
+        opening = None
+        if self.log.pipelined:  # one step: the child's opening round opens with its creation
+            opening = round_started([message], "opening", False)
+            first += (opening, AgentStarted())
+        # (else appends wait: a cascade may begin meanwhile, and the run opens its round)
         actor = await self._create(
-            child, agent_id, parent_id, label or None, task, level, parent, queued
+            child, agent_id, parent_id, label or None, task, level, parent, *first
         )
         seq = actor.state.last_seq
-        if actor.claim_run():  # else a cascade took it meanwhile: the task stays queued
+        claimed = actor.claim_run(opening)  # else a cascade took it: the task stays queued
+        assert claimed or opening is None, "a child's run is claimed in the step that made it"
+        if claimed:
             self._start_run(actor)
         await self.log.wait_durable(seq)
         return child

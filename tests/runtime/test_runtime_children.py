@@ -11,8 +11,20 @@ import trio.testing
 from runtime_harness import ANSWER_ANYTHING, BUDGET, running
 
 from halo_actors.core.errors import EventTooLarge
-from halo_actors.core.events import Event, Record, kind_of
+from halo_actors.core.events import (
+    AgentDone,
+    AgentStarted,
+    Event,
+    MessageQueued,
+    Record,
+    SessionCreated,
+    TurnCompleted,
+    kind_of,
+)
 from halo_actors.core.log import MemoryEventLog
+from halo_actors.core.state import QueuedMessage, SessionState
+from halo_actors.runtime.rounds import round_started
+from halo_actors.runtime.session import SessionActor
 
 
 class AppendCountingLog(MemoryEventLog):
@@ -27,10 +39,11 @@ class AppendCountingLog(MemoryEventLog):
         return super().append_nowait(session_id, *events)
 
 
-async def test_a_child_is_created_with_its_task_in_one_append(
+async def test_a_child_is_created_with_its_task_and_opening_round_in_one_append(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Rule: no reader ever sees a sub-session without the task it was started for."""
+    """Rule: no reader ever sees a sub-session without the task it was started for; on a
+    pipelined log the turn that takes the task opens in the same append."""
     log = AppendCountingLog()
     with trio.fail_after(BUDGET):
         async with running(tmp_path, ANSWER_ANYTHING, log=log) as rt:
@@ -39,7 +52,7 @@ async def test_a_child_is_created_with_its_task_in_one_append(
             await rt.sup.wait_idle(parent)
 
             first = next(kinds for sid, kinds in log.appends if sid == child)
-            assert first == ["session_created", "message_queued"]
+            assert first == ["session_created", "message_queued", "user", "agent_start"]
             queued = (await rt.records(child))[1].event
             assert getattr(queued, "text", None) == "child task"
             assert getattr(queued, "source_session_id", None) == parent
@@ -60,3 +73,52 @@ async def test_a_task_too_large_for_a_round_creates_no_child(
 
             assert rt.sup.children(parent) == []
             assert len(await rt.records()) == before
+
+
+async def test_a_run_claimed_with_its_round_closes_that_turn_if_a_cascade_began_first() -> None:
+    """Rule: a child's opening round is logged with its creation; when a stop reaches the
+    child before its run's task has started, the task makes no model call and closes
+    the turn as a cut one would be (``complete`` stopped, then ``agent_done``)."""
+    log = MemoryEventLog()
+    with trio.fail_after(BUDGET):
+        actor = SessionActor(SessionState("cli_a>child"), log)
+        opening = round_started([QueuedMessage("a task", (), "cli_a")], "opening", False)
+        await actor.emit(
+            SessionCreated(agent_id="default", parent_id="cli_a"),
+            MessageQueued(text="a task", source_session_id="cli_a"),
+            opening,
+            AgentStarted(),
+        )
+        assert actor.claim_run(opening)
+        actor.aborts_pending += 1  # as a cascade marks its members before it aborts them
+
+        assert await actor.open_round("opening") is None
+        closing = [r.event for r in await log.read()][-2:]
+        assert closing == [TurnCompleted(stop_reason="stopped"), AgentDone()]
+        assert not actor.running and not actor.state.turn_open
+
+
+async def test_a_hard_interrupt_before_the_run_began_ends_the_opened_turn_unanswered() -> None:
+    """Rule: a hard interrupt cuts the turn that is open, even one whose run's task has
+    not started: that turn ends ``interrupted`` before any model call, and the next
+    round takes the interrupting message."""
+    log = MemoryEventLog()
+    with trio.fail_after(BUDGET):
+        actor = SessionActor(SessionState("cli_a>child"), log)
+        opening = round_started([QueuedMessage("a task", (), "cli_a")], "opening", False)
+        await actor.emit(
+            SessionCreated(agent_id="default", parent_id="cli_a"),
+            MessageQueued(text="a task", source_session_id="cli_a"),
+            opening,
+            AgentStarted(),
+        )
+        assert actor.claim_run(opening)
+        delivered = await actor.deliver("stop that", (), None, "hard")
+        assert not delivered.start_run
+
+        following = await actor.open_round("opening")
+        assert following is not None and following.text == "stop that"
+        assert following.resumed_after_interrupt
+        completes = [r.event for r in await log.read() if isinstance(r.event, TurnCompleted)]
+        assert completes == [TurnCompleted(batch_boundary=True, stop_reason="interrupted")]
+        assert actor.running and actor.state.turn_open
