@@ -288,10 +288,21 @@ class SessionActor:
         queued = MessageQueued(
             text=text, images=images, source_session_id=source, inbox_id=inbox_id
         )
-        check_opens_round(QueuedMessage(text, images, source), self._log.max_event_bytes)
+        message = QueuedMessage(text, images, source)
+        check_opens_round(message, self._log.max_event_bytes)
         async with self.serial:
             if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")
+            if self._log.pipelined and self.claim_run():
+                # One step: the message, and the opening round that takes it (the run's
+                # task finds that round open). Acknowledged at the message's own record.
+                opening = self.next_round("opening", arriving=message)
+                assert opening is not None  # claimed, so not stopping; live; a message
+                round_event = opening[0]
+                assert isinstance(round_event, RoundStarted)
+                self._opened = round_event
+                self._append_nowait(queued, *opening)
+                return Delivered(True, self.state.last_seq - len(opening))
             if self.claim_run():
                 await self._append(queued)
                 return Delivered(True, self.state.last_seq)
@@ -399,15 +410,19 @@ class SessionActor:
         self._drop_lock_if_idle()
         return None
 
-    def next_round(self, kind: RoundKind) -> list[Event] | None:
+    def next_round(
+        self, kind: RoundKind, arriving: QueuedMessage | None = None
+    ) -> list[Event] | None:
         """The events that open the next round (one splice of the whole mailbox, or of as
-        much of it as one round record holds), or None."""
+        much of it as one round record holds), or None. ``arriving``: a message about to
+        be queued in the same append, counted as the mailbox's last."""
         state = self.state
         if self.stopping or state.lifecycle in ("archived", "deleted"):
             return None
         resumed = state.interrupt_requested and kind != "opening"
-        if state.mailbox:
-            taken = state.mailbox[: fitting(state.mailbox, self._log.max_event_bytes)]
+        mailbox = state.mailbox if arriving is None else [*state.mailbox, arriving]
+        if mailbox:
+            taken = mailbox[: fitting(mailbox, self._log.max_event_bytes)]
             round_event = round_started(taken, kind, resumed)
         elif state.self_kick and kind != "opening":
             round_event = RoundStarted(

@@ -8,7 +8,16 @@ import trio
 import trio.testing
 from runtime_harness import ANSWER_ANYTHING, BUDGET, Rule, Step, running
 
-from halo_actors.core.events import AgentStarted, AssistantReplied, RoundStarted, kind_of
+from halo_actors.core.events import (
+    AgentStarted,
+    AssistantReplied,
+    RoundStarted,
+    SessionCreated,
+    kind_of,
+)
+from halo_actors.core.log import MemoryEventLog
+from halo_actors.core.state import SessionState
+from halo_actors.runtime.session import SessionActor
 
 SLOW = Rule(match=r"^slow", steps=(Step(text="slow answer", delay=1),))
 MERGED = Rule(match=r"q1", steps=(Step(text="one merged answer"),))
@@ -29,6 +38,32 @@ async def test_message_to_an_idle_session_starts_a_run_as_the_opening_turn(
             assert opening.drained == 1
             assert opening.resumed_after_interrupt is False
             assert [m.text() for m in rt.sup.state(sid).messages] == ["hello", "ok"]
+
+
+async def test_a_message_after_the_one_that_opened_the_run_waits_for_the_next_round() -> None:
+    """Rule: the message that finds the session idle is the opening turn; from then on
+    the session is busy and a message queues (with the interrupt flag) for the next
+    round, even one that arrives before the run's task has started. With a pipelined log
+    the message and its opening round are one append."""
+    log = MemoryEventLog()
+    with trio.fail_after(BUDGET):
+        actor = SessionActor(SessionState("cli_a"), log)
+        await actor.emit(SessionCreated(agent_id="default"))
+        first = await actor.deliver("first", (), None, "soft")  # no checkpoint: one step
+        second = await actor.deliver("second", (), None, "soft")
+        assert first.start_run and not second.start_run
+        records = await log.read()
+        kinds = [kind_of(r.event) for r in records[1:]]
+        assert kinds == ["message_queued", "user", "agent_start", "message_queued", "flags"]
+        assert first.seq == records[1].seq  # acknowledged at the message's own record
+
+        opening = await actor.open_round("opening")  # what the run's task does first
+        assert opening is not None and (opening.kind, opening.text) == ("opening", "first")
+        drained = await actor.complete_turn("end_turn")
+        assert drained is not None
+        assert (drained.kind, drained.text, drained.drained) == ("drained", "second", 1)
+        assert await actor.complete_turn("end_turn") is None  # the run ends
+        assert not actor.running
 
 
 async def test_two_questions_queued_during_a_turn_get_one_merged_answer(
