@@ -293,16 +293,13 @@ class SessionActor:
         async with self.serial:
             if self.state.lifecycle in ("archived", "deleted"):  # an archive finished first
                 raise SessionUnavailable(f"session {self.session_id} is {self.state.lifecycle}")
-            if self._log.pipelined and self.claim_run():
-                # One step: the message, and the opening round that takes it (the run's
-                # task finds that round open). Acknowledged at the message's own record.
+            if self._log.pipelined and not self.running:
+                # One step: the message and the opening round that takes it (None while a
+                # stop is under way), then the run is claimed with that round.
                 opening = self.next_round("opening", arriving=message)
-                assert opening is not None  # claimed, so not stopping; live; a message
-                round_event = opening[0]
-                assert isinstance(round_event, RoundStarted)
-                self._opened = round_event
-                self._append_nowait(queued, *opening)
-                return Delivered(True, self.state.last_seq - len(opening))
+                if opening is not None and self.claim_run(_first_round(opening)):
+                    self._append_nowait(queued, *opening)
+                    return Delivered(True, self.state.last_seq - len(opening))  # the message
             if self.claim_run():
                 await self._append(queued)
                 return Delivered(True, self.state.last_seq)
@@ -339,8 +336,9 @@ class SessionActor:
 
     def claim_run(self, opened: RoundStarted | None = None) -> bool:
         """Mark a run as started (the caller starts its task at once); False if one exists.
-        ``opened``: the run's opening round, logged already with the message it takes (a
-        new sub-session's task): the run's task takes that round instead of opening one."""
+        ``opened``: the run's opening round, logged with the message it takes (by
+        :meth:`deliver`, or with a new sub-session's creation): the run's task takes that
+        round instead of opening one."""
         if self.running or self.stopping:
             return False
         self.run_ended = trio.Event()
@@ -401,9 +399,7 @@ class SessionActor:
                 with trio.CancelScope(shield=True):
                     await self._append(*batch)
             if events is not None:
-                round_event = events[0]
-                assert isinstance(round_event, RoundStarted)
-                return round_event
+                return _first_round(events)
             ended, self.run_ended = self.run_ended, None
         if ended is not None:
             ended.set()
@@ -660,6 +656,13 @@ async def _wait_runs_ended(actors: list[SessionActor], indexes: list[int]) -> No
     for i in indexes:
         if (ended := actors[i].run_ended) is not None:
             await ended.wait()
+
+
+def _first_round(events: list[Event]) -> RoundStarted:
+    """The round record that :meth:`SessionActor.next_round`'s events begin with."""
+    first = events[0]
+    assert isinstance(first, RoundStarted)
+    return first
 
 
 class _Host:

@@ -75,21 +75,28 @@ async def test_a_task_too_large_for_a_round_creates_no_child(
             assert len(await rt.records()) == before
 
 
+async def opened_child(log: MemoryEventLog) -> SessionActor:
+    """A child as ``start_child`` leaves it on a pipelined log: created with its task and
+    opening round in one append, its run claimed with that round, its task not started."""
+    actor = SessionActor(SessionState("cli_a>child"), log)
+    opening = round_started([QueuedMessage("a task", (), "cli_a")], "opening", False)
+    await actor.emit(
+        SessionCreated(agent_id="default", parent_id="cli_a"),
+        MessageQueued(text="a task", source_session_id="cli_a"),
+        opening,
+        AgentStarted(),
+    )
+    assert actor.claim_run(opening)
+    return actor
+
+
 async def test_a_run_claimed_with_its_round_closes_that_turn_if_a_cascade_began_first() -> None:
     """Rule: a child's opening round is logged with its creation; when a stop reaches the
     child before its run's task has started, the task makes no model call and closes
     the turn as a cut one would be (``complete`` stopped, then ``agent_done``)."""
     log = MemoryEventLog()
     with trio.fail_after(BUDGET):
-        actor = SessionActor(SessionState("cli_a>child"), log)
-        opening = round_started([QueuedMessage("a task", (), "cli_a")], "opening", False)
-        await actor.emit(
-            SessionCreated(agent_id="default", parent_id="cli_a"),
-            MessageQueued(text="a task", source_session_id="cli_a"),
-            opening,
-            AgentStarted(),
-        )
-        assert actor.claim_run(opening)
+        actor = await opened_child(log)
         actor.aborts_pending += 1  # as a cascade marks its members before it aborts them
 
         assert await actor.open_round("opening") is None
@@ -104,15 +111,7 @@ async def test_a_hard_interrupt_before_the_run_began_ends_the_opened_turn_unansw
     round takes the interrupting message."""
     log = MemoryEventLog()
     with trio.fail_after(BUDGET):
-        actor = SessionActor(SessionState("cli_a>child"), log)
-        opening = round_started([QueuedMessage("a task", (), "cli_a")], "opening", False)
-        await actor.emit(
-            SessionCreated(agent_id="default", parent_id="cli_a"),
-            MessageQueued(text="a task", source_session_id="cli_a"),
-            opening,
-            AgentStarted(),
-        )
-        assert actor.claim_run(opening)
+        actor = await opened_child(log)
         delivered = await actor.deliver("stop that", (), None, "hard")
         assert not delivered.start_run
 
