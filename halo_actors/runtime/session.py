@@ -342,8 +342,7 @@ class SessionActor:
         if self.running or self.stopping:
             return False
         self.run_ended = trio.Event()
-        if opened is not None:
-            self._opened = opened
+        self._opened = opened  # every run starts here: nothing of an earlier one carries over
         return True
 
     async def close_run(self, why: str) -> None:
@@ -359,6 +358,7 @@ class SessionActor:
         except Exception:
             self.logger.exception("closing_records_lost")
         finally:
+            self._opened = None  # a round the run's task never took was closed just now
             ended, self.run_ended = self.run_ended, None
             if ended is not None:
                 ended.set()

@@ -121,3 +121,18 @@ async def test_a_hard_interrupt_before_the_run_began_ends_the_opened_turn_unansw
         completes = [r.event for r in await log.read() if isinstance(r.event, TurnCompleted)]
         assert completes == [TurnCompleted(batch_boundary=True, stop_reason="interrupted")]
         assert actor.running and actor.state.turn_open
+
+
+async def test_a_run_that_ends_before_taking_its_opened_round_leaves_none_to_the_next() -> None:
+    """Rule: an opened round belongs to the run claimed with it. A run whose task ended
+    before taking it (a crash, a broken profile: ``close_run`` closes the turn) leaves
+    nothing for the next run, which opens its own round from the mailbox."""
+    log = MemoryEventLog()
+    with trio.fail_after(BUDGET):
+        actor = await opened_child(log)
+        await actor.close_run("the run failed before its first step")
+        assert not actor.running and not actor.state.turn_open
+
+        assert actor.claim_run()  # a run with nothing logged for it (a compaction, say)
+        assert await actor.open_round("opening") is None  # empty mailbox: the run ends
+        assert not actor.cuttable
