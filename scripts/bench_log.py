@@ -3,12 +3,14 @@
 Usage: ``python scripts/bench_log.py [--quick]``
 
 (a) append: ``SqliteEventLog`` (WAL, synchronous=NORMAL), concurrent producers each
-    appending single events, against raw ``sqlite3`` inserting the very rows our log
-    stored (same schema, same encoded bodies, same pragmas) at 100 rows per commit;
+    appending single events, against raw ``sqlite3`` inserting the very records our log
+    stored (same encoded bodies, same pragmas), one row a record as a plain program
+    stores events (``RAW_SCHEMA``: our log stores a batch a row), at 100 rows per commit;
     (a') the same producers pipelined: ``append_nowait`` and one checkpoint per event,
     ``wait_durable`` at the end (how the runtime appends), against the same raw rate;
 (b) replay: ``read()`` of every record of one tree against a raw
-    ``SELECT body … ORDER BY seq`` of the same rows (fetchall, no decoding);
+    ``SELECT body … ORDER BY seq`` of the same records in the raw file (a row each,
+    fetchall, no decoding);
 (c) fan-out: live subscribers, each filtered to one session, while producers append
     at a paced rate; latency is from the moment an append is issued to the moment a
     subscriber receives that record.
@@ -33,11 +35,21 @@ from pathlib import Path
 
 import trio
 
-from halo_actors.core.events import TextStreamed
+from halo_actors.core.events import TextStreamed, decode_records, encode_record, kind_of
+from halo_actors.core.ids import root_of
 from halo_actors.core.log import EventFilter, MemoryEventLog, SqliteEventLog
-from halo_actors.core.log.sqlite import _SCHEMA
 
 Row = tuple[int, str, str, int, str, bytes]
+RAW_SCHEMA = """
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, root TEXT NOT NULL,
+    ts INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX events_by_session ON events (session_id, seq);
+CREATE INDEX events_below_roots ON events (root, seq) WHERE session_id != root;
+"""
+"""The baseline's table: one row a record, indexed as ours is (by session; by tree below
+the roots)."""
 RAW_INSERT = "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES (?, ?, ?, ?, ?, ?)"
 """The baseline inserts the way a plain ``sqlite3`` program does: ``executemany``."""
 TARGETS = {"append_ratio": 0.5, "replay_ratio": 0.5, "fanout_p99_ms": 20.0}
@@ -126,10 +138,14 @@ async def ours_append_pipelined(db: Path, cfg: Config) -> tuple[float, int]:
 
 
 def stored_rows(db: Path) -> list[Row]:
+    """The records our log stored in ``db``, a row each, as the baseline inserts them."""
     with sqlite3.connect(db) as conn:
-        return list(
-            conn.execute("SELECT seq, session_id, root, ts, kind, body FROM events ORDER BY seq")
-        )
+        batches = conn.execute("SELECT body FROM batches ORDER BY seq")
+        records = [record for (body,) in batches for record in decode_records(body)]
+    return [
+        (r.seq, r.session_id, root_of(r.session_id), r.ts, kind_of(r.event), encode_record(r))
+        for r in records
+    ]
 
 
 def raw_append(db: Path, rows: list[Row], per_commit: int) -> float:
@@ -138,7 +154,7 @@ def raw_append(db: Path, rows: list[Row], per_commit: int) -> float:
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
+        conn.executescript(RAW_SCHEMA)
         start = time.perf_counter()
         for i in range(0, len(rows), per_commit):
             conn.execute("BEGIN IMMEDIATE")
@@ -265,7 +281,7 @@ async def fanout_on(backend: str, tmp: Path, cfg: Config) -> dict[str, float]:
 # --- driver --------------------------------------------------------------------------------
 
 
-async def run_append(tmp: Path, cfg: Config) -> tuple[dict[str, float], Path]:
+async def run_append(tmp: Path, cfg: Config) -> tuple[dict[str, float], Path, Path]:
     """Ours then raw on the same rows, ``repeats`` times; the ratio is the median of pairs.
 
     For context (not a target) raw is also run at ``producers`` rows per commit: the
@@ -273,12 +289,12 @@ async def run_append(tmp: Path, cfg: Config) -> tuple[dict[str, float], Path]:
     ours_rates: list[float] = []
     raw_rates: list[float] = []
     raw_small_rates: list[float] = []
-    our_db = tmp / "ours0.db"
+    our_db, raw_db = tmp / "ours0.db", tmp / "raw0.db"
     for r in range(cfg.repeats):
-        our_db = tmp / f"ours{r}.db"
+        our_db, raw_db = tmp / f"ours{r}.db", tmp / f"raw{r}.db"
         ours_rates.append(await ours_append(our_db, cfg))
         rows = stored_rows(our_db)
-        raw_rates.append(raw_append(tmp / f"raw{r}.db", rows, cfg.raw_rows_per_commit))
+        raw_rates.append(raw_append(raw_db, rows, cfg.raw_rows_per_commit))
         raw_small_rates.append(raw_append(tmp / f"rawsmall{r}.db", rows, cfg.producers))
         say(
             f"    raw:  {len(rows)} rows at {raw_rates[-1]:,.0f}/s "
@@ -297,26 +313,31 @@ async def run_append(tmp: Path, cfg: Config) -> tuple[dict[str, float], Path]:
     ours, raw = statistics.median(ours_rates), statistics.median(raw_rates)
     say(f"(a) append  ours {ours:>9,.0f} events/s   raw {raw:>9,.0f} rows/s     ratio {ratio:.3f}")
     say(f"            (against raw at {cfg.producers} rows/commit: ratio {small:.3f})")
-    return {
-        "ours_append_per_s": ours,
-        "raw_append_per_s": raw,
-        "append_ratio": ratio,
-        "raw_append_same_batch_per_s": statistics.median(raw_small_rates),
-        "append_ratio_same_batch": small,
-        "ours_append_pipelined_per_s": piped_rate,
-        "append_ratio_pipelined": piped_ratio,
-    }, our_db
+    return (
+        {
+            "ours_append_per_s": ours,
+            "raw_append_per_s": raw,
+            "append_ratio": ratio,
+            "raw_append_same_batch_per_s": statistics.median(raw_small_rates),
+            "append_ratio_same_batch": small,
+            "ours_append_pipelined_per_s": piped_rate,
+            "append_ratio_pipelined": piped_ratio,
+        },
+        our_db,
+        raw_db,
+    )
 
 
-async def run_replay(db: Path, cfg: Config) -> dict[str, float]:
-    """``read()`` of one tree against a raw SELECT of the same rows; median of pairs."""
+async def run_replay(db: Path, raw_db: Path, cfg: Config) -> dict[str, float]:
+    """``read()`` of one tree against a raw SELECT of the same records (``raw_db``: a row
+    each); median of pairs."""
     tree = "bench_tree0"
     ours_rates: list[float] = []
     raw_rates: list[float] = []
     count = 0
     for _ in range(cfg.replay_repeats):
         rate, count = await ours_replay(db, tree)
-        raw_rate, raw_count = raw_replay(db, tree)
+        raw_rate, raw_count = raw_replay(raw_db, tree)
         assert count == raw_count, (count, raw_count)
         ours_rates.append(rate)
         raw_rates.append(raw_rate)
@@ -392,9 +413,9 @@ async def main(cfg: Config) -> None:
     result: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="halo-bench-") as tmp_dir:
         tmp = Path(tmp_dir)
-        appended, db = await run_append(tmp, cfg)
+        appended, db, raw_db = await run_append(tmp, cfg)
         result.update(appended)
-        result.update(await run_replay(db, cfg))
+        result.update(await run_replay(db, raw_db, cfg))
         result.update(await run_fanout(tmp, cfg))
     met = verdicts(result)
     say("targets: " + ", ".join(f"{name} {'met' if ok else 'MISSED'}" for name, ok in met.items()))

@@ -308,6 +308,7 @@ class Record(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=False
 _encoder: Final = msgspec.json.Encoder()
 _event_decoder: Final = msgspec.json.Decoder(Event)
 _record_decoder: Final = msgspec.json.Decoder(Record)
+_records_decoder: Final = msgspec.json.Decoder(list[Record])
 
 
 def encode_event(event: Event) -> bytes:
@@ -324,3 +325,7 @@ encode_record: Final[Callable[[Record], bytes]] = _encoder.encode
 
 def decode_record(data: bytes | str) -> Record:
     return _record_decoder.decode(data)
+
+
+decode_records: Final[Callable[[bytes | str], list[Record]]] = _records_decoder.decode
+"""A JSON array of records (a stored batch: ``core/log/sqlite.py``)."""

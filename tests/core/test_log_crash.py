@@ -20,7 +20,7 @@ from pathlib import Path
 
 import trio
 
-from halo_actors.core.events import TextStreamed
+from halo_actors.core.events import TextStreamed, decode_records
 from halo_actors.core.log import SqliteEventLog
 from halo_actors.core.log.index import fold_index
 
@@ -82,8 +82,10 @@ async def run_and_kill(db: Path, seed: int, rng: random.Random, stderr_path: Pat
 
 
 def stored_seqs(db: Path) -> list[int]:
+    """Every record's seq in the file, batch by batch (a row holds a batch's records)."""
     with sqlite3.connect(db) as conn:
-        return [seq for (seq,) in conn.execute("SELECT seq FROM events ORDER BY seq")]
+        rows = conn.execute("SELECT body FROM batches ORDER BY seq")
+        return [record.seq for (body,) in rows for record in decode_records(body)]
 
 
 async def test_sigkill_never_loses_an_acknowledged_append_nor_reuses_a_seq(tmp_path: Path) -> None:

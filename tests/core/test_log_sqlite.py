@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import trio
 
 from halo_actors.core.errors import StoreClosed
-from halo_actors.core.events import Record, TextStreamed
+from halo_actors.core.events import Notified, Record, TextStreamed, encode_record, kind_of
+from halo_actors.core.ids import root_of
 from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
+from halo_actors.core.log.filter import EVERYTHING
 from halo_actors.core.log.sqlite import Synchronous
 
 BUDGET = 10.0
@@ -252,20 +255,27 @@ async def test_a_read_since_a_time_finds_its_first_record_by_seq_without_a_ts_in
     tmp_path: Path,
 ) -> None:
     """ts never decreases along seq, so ``since_ts`` is answered by a binary search over
-    seq: right with runs of equal stamps and with holes in seq (rows gone by hand)."""
+    seq: right with runs of equal stamps, with a batch whose records straddle a stamp, and
+    with holes in seq (rows gone by hand)."""
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(db_path(tmp_path))
         try:
             for burst in range(12):
                 for i in range(burst % 4 + 1):
                     log.append_nowait(f"s{i % 2}", text(f"{burst}.{i}"))
+                if burst % 5 == 0:  # one batch of s1 whose records carry two stamps
+                    log.append_nowait("s1", text(f"{burst}.early"))
+                    stamp = time.time_ns() // 1_000_000
+                    while time.time_ns() // 1_000_000 <= stamp:  # the next ms, in this pass
+                        pass
+                    log.append_nowait("s1", text(f"{burst}.late"))
                 await log.wait_durable(log.stamped_seq)
                 await trio.sleep(0.002)  # the next burst gets a later ms stamp
         finally:
             await log.aclose()
-        assert "events_by_ts" not in indexes(db_path(tmp_path))
+        assert not {name for name in indexes(db_path(tmp_path)) if name.endswith("_ts")}
         with sqlite3.connect(db_path(tmp_path)) as conn:
-            conn.execute("DELETE FROM events WHERE seq IN (2, 3, 9, 10, 11, 20)")
+            conn.execute("DELETE FROM batches WHERE seq IN (2, 3, 9, 10, 11, 20)")
         log = await SqliteEventLog.open(db_path(tmp_path))
         try:
             everything = await log.read()
@@ -276,23 +286,60 @@ async def test_a_read_since_a_time_finds_its_first_record_by_seq_without_a_ts_in
                     want = [r for r in everything if flt.matches(r)]
                     assert await log.read(flt) == want, ts
                     assert await log.read(flt, after_seq=15) == [r for r in want if r.seq > 15]
+                    assert await log.read(flt, limit=2) == want[:2]
         finally:
             await log.aclose()
 
 
-async def test_a_file_with_the_old_ts_index_loses_it_on_open(tmp_path: Path) -> None:
+async def test_a_sessions_appends_of_one_pass_are_one_row_and_reads_cut_rows_anywhere(
+    tmp_path: Path,
+) -> None:
+    """One row a batch: the appends of one session with no other session's between, in
+    one scheduler pass, at most ``BATCH_MAX_RECORDS`` records a row (a longer append is
+    split). Every read bound (``after_seq``, ``until_seq``, ``limit``, kinds) may fall
+    inside a row: the reads answer as if each record were a row of its own."""
+    cap = sqlite_log.BATCH_MAX_RECORDS
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(db_path(tmp_path))
         try:
-            await log.append("s1", text("a"))
-        finally:
-            await log.aclose()
-        with sqlite3.connect(db_path(tmp_path)) as conn:  # as an older release left it
-            conn.execute("CREATE INDEX events_by_ts ON events (ts)")
-        log = await SqliteEventLog.open(db_path(tmp_path))
-        try:
-            assert "events_by_ts" not in indexes(db_path(tmp_path))
-            assert labels(await log.read()) == ["a"]
+            log.append_nowait("s1", text("a"), text("b"))
+            log.append_nowait("s1", Notified(text="c"), text("d"))  # the same batch
+            log.append_nowait("s1>x", text("e"))  # another session: a row of its own
+            log.append_nowait("s1", *(text(f"long{i}") for i in range(cap + 5)))  # two rows
+            log.append_nowait("s1", text("f"))  # joins the short second row
+            await log.wait_durable(log.stamped_seq)
+            log.append_nowait("s1", text("g"))  # the next pass: a row of its own
+            await log.wait_durable(log.stamped_seq)
+            everything = await log.read()
+            with sqlite3.connect(db_path(tmp_path)) as conn:
+                rows = conn.execute("SELECT first_seq, seq, session_id FROM batches").fetchall()
+            assert rows == [
+                (1, 4, "s1"),
+                (5, 5, "s1>x"),
+                (6, 5 + cap, "s1"),
+                (6 + cap, 11 + cap, "s1"),
+                (12 + cap, 12 + cap, "s1"),
+            ]
+            assert [r.seq for r in everything] == list(range(1, 13 + cap))
+            filters = (
+                EVERYTHING,
+                EventFilter(session_id="s1"),
+                EventFilter(tree="s1"),
+                EventFilter(session_id="s1", kinds=frozenset({"notification"})),
+                EventFilter(kinds=frozenset({"stream"})),
+            )
+            for flt in filters:
+                want = [r for r in everything if flt.matches(r)]
+                for after in (0, 1, 3, 4, 5, 6, 30, cap + 7):
+                    for until in (None, 2, 4, 7, cap + 6, cap + 11):
+                        got = await log.read(flt, after_seq=after, until_seq=until)
+                        assert got == [
+                            r for r in want if r.seq > after and (until is None or r.seq <= until)
+                        ], (flt, after, until)
+                    for limit in (0, 1, 3, cap + 1):
+                        got = await log.read(flt, after_seq=after, limit=limit)
+                        assert got == [r for r in want if r.seq > after][:limit], (flt, limit)
+                assert log.read_session_sync("s1") == await log.read(EventFilter(session_id="s1"))
         finally:
             await log.aclose()
 
@@ -342,44 +389,109 @@ async def test_a_roots_records_are_indexed_once_by_session_and_trees_read_whole_
             await log.aclose()
         with sqlite3.connect(db_path(tmp_path)) as conn:
             (sql,) = conn.execute(
-                "SELECT sql FROM sqlite_master WHERE name = 'events_below_roots'"
+                "SELECT sql FROM sqlite_master WHERE name = 'batches_below_roots'"
             ).fetchone()
             assert sql.endswith("WHERE session_id != root"), sql
             tree_sql, tree_params = sqlite_log._select(EventFilter(tree="t1"), 0, None, 10)
             plan = conn.execute("EXPLAIN QUERY PLAN " + tree_sql, tree_params).fetchall()
             details = " | ".join(row[-1] for row in plan)
             assert "MERGE (UNION ALL)" in details and "TEMP B-TREE" not in details, details
-        assert "events_by_root" not in indexes(db_path(tmp_path))
 
 
-async def test_a_file_with_the_old_tree_index_gets_the_partial_one_on_open(
+OLD_SCHEMA = """
+CREATE TABLE events (
+    seq INTEGER PRIMARY KEY, session_id TEXT NOT NULL, root TEXT NOT NULL,
+    ts INTEGER NOT NULL, kind TEXT NOT NULL, body BLOB NOT NULL
+);
+CREATE INDEX events_by_session ON events (session_id, seq);
+CREATE INDEX events_by_root ON events (root, seq);
+CREATE INDEX events_by_ts ON events (ts);
+"""
+"""The file of a release from before batches: one record a row (and two indexes later
+releases dropped)."""
+
+
+def write_old_file(db: Path, records: list[Record]) -> None:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as conn:
+        conn.executescript(OLD_SCHEMA)
+        conn.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    r.seq,
+                    r.session_id,
+                    root_of(r.session_id),
+                    r.ts,
+                    kind_of(r.event),
+                    encode_record(r),
+                )
+                for r in records
+            ],
+        )
+
+
+async def test_a_file_from_before_batches_is_read_as_it_is_and_moved_into_batches_on_open(
     tmp_path: Path,
 ) -> None:
-    """A file from before: its index by tree covered every row. Opened for writing, the
-    index is replaced (once); opened read-only, it is used as it is. Both read the same."""
+    """Opened read-only, a file of one record a row is read through a view (nothing is
+    written); opened for writing, its rows become batches of one, once, and the log goes on
+    from its last seq. Every read, and the session index, answer the same throughout."""
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(db_path(tmp_path))
+        source = await SqliteEventLog.open(tmp_path / "source.db")
         try:
-            await append_interleaved(log, 3)
-            want = await log.read(EventFilter(tree="t1"))
+            await append_interleaved(source, 3)
+            source.append_nowait("t1", Notified(text="u"), text("v"))
+            await source.wait_durable(source.stamped_seq)
+            everything = await source.read()
+        finally:
+            await source.aclose()
+        db = db_path(tmp_path)
+        write_old_file(db, everything)
+        reads = (
+            EVERYTHING,
+            EventFilter(tree="t1"),
+            EventFilter(session_id="t1>a"),
+            EventFilter(tree="t1", kinds=frozenset({"notification"})),
+            EventFilter(since_ts=everything[5].ts),
+        )
+
+        async def check(log: SqliteEventLog) -> None:
+            for flt in reads:
+                want = [r for r in everything if flt.matches(r)]
+                assert await log.read(flt) == want, flt
+                assert (
+                    await log.read(flt, after_seq=4, limit=3) == [r for r in want if r.seq > 4][:3]
+                ), flt
+            assert log.read_session_sync("t1") == [r for r in everything if r.session_id == "t1"]
+            summaries = {s.session_id: s.last_seq for s in await log.session_index()}
+            assert summaries == {
+                sid: max(r.seq for r in everything if r.session_id == sid)
+                for sid in {r.session_id for r in everything}
+            }
+
+        log = await SqliteEventLog.open(db, read_only=True)
+        try:
+            await check(log)
         finally:
             await log.aclose()
-        with sqlite3.connect(db_path(tmp_path)) as conn:  # as an older release left it
-            conn.execute("DROP INDEX events_below_roots")
-            conn.execute("CREATE INDEX events_by_root ON events (root, seq)")
-        log = await SqliteEventLog.open(db_path(tmp_path), read_only=True)
+        assert {"events_by_root", "events_by_ts"} <= indexes(db)  # read-only wrote nothing
+        log = await SqliteEventLog.open(db)
         try:
-            assert await log.read(EventFilter(tree="t1")) == want
+            await check(log)
+            (later,) = await log.append("t2", text("after"))
+            assert later.seq == everything[-1].seq + 1
         finally:
             await log.aclose()
-        assert "events_by_root" in indexes(db_path(tmp_path))  # read-only wrote nothing
-        log = await SqliteEventLog.open(db_path(tmp_path))
+        with sqlite3.connect(db) as conn:
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+        assert "events" not in tables and "events_by_ts" not in tables
+        assert {"batches", "batches_by_session", "batches_below_roots"} <= tables
+        log = await SqliteEventLog.open(db, read_only=True)
         try:
-            assert await log.read(EventFilter(tree="t1")) == want
+            assert await log.read() == [*everything, later]
         finally:
             await log.aclose()
-        found = indexes(db_path(tmp_path))
-        assert "events_by_root" not in found and "events_below_roots" in found
 
 
 async def test_a_commit_of_more_rows_than_one_insert_takes_stores_them_all_in_order(
@@ -390,7 +502,8 @@ async def test_a_commit_of_more_rows_than_one_insert_takes_stores_them_all_in_or
         log = await SqliteEventLog.open(db_path(tmp_path))
         try:
             commits = log.commits
-            log.append_nowait("s1", *(text(f"{i}") for i in range(rows)))
+            for i in range(rows):  # two sessions in turn: a row each
+                log.append_nowait(f"s{i % 2}", text(f"{i}"))
             await log.wait_durable(log.stamped_seq)
             assert log.commits == commits + 1
         finally:

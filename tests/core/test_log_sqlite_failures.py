@@ -53,7 +53,7 @@ class FlakyConnection:
         """The thread of every COMMIT (the writer's, or the trio thread's for an inline one)."""
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql.startswith("INSERT INTO events") and self.insert_fails:
+        if sql.startswith("INSERT INTO batches") and self.insert_fails:
             raise self.insert_fails.pop(0)
         if sql == "COMMIT":
             self.committed_on.append(threading.current_thread().name)

@@ -26,8 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
-
 from ..events import (
     AgentStarted,
     FlagsChanged,
@@ -41,10 +39,9 @@ from ..events import (
     SessionDeleted,
     SessionStopped,
     TurnCompleted,
+    decode_records,
 )
 from ..ids import root_of
-
-_record_decoder = msgspec.json.Decoder(Record)
 
 LIVE, STOPPED, ARCHIVED, DELETED = 0, 1, 2, 3
 """Lifecycle codes (the order of ``core.state.Lifecycle``)."""
@@ -226,12 +223,14 @@ def _mark(conn: sqlite3.Connection) -> int | None:
 
 
 def _records_after(conn: sqlite3.Connection, seq: int, root: str | None) -> Iterator[Record]:
+    """The stored records past ``seq`` (of one tree, if ``root``), by seq, from the
+    ``batches`` rows that hold them (a row's key is its last record's seq)."""
     if root is None:
-        rows = conn.execute("SELECT body FROM events WHERE seq > ? ORDER BY seq", (seq,))
+        rows = conn.execute("SELECT body FROM batches WHERE seq > ? ORDER BY seq", (seq,))
     else:
-        sql = "SELECT body FROM events WHERE seq > ? AND root = ? ORDER BY seq"
+        sql = "SELECT body FROM batches WHERE seq > ? AND root = ? ORDER BY seq"
         rows = conn.execute(sql, (seq, root))
-    return (_record_decoder.decode(body) for (body,) in rows)
+    return (record for (body,) in rows for record in decode_records(body) if record.seq > seq)
 
 
 class TableWriter:
@@ -306,7 +305,7 @@ def open_table(conn: sqlite3.Connection) -> TableWriter:
     if mark is None:
         with _transaction(conn):
             _backfill(conn)
-            mark = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()[0])
+            mark = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM batches").fetchone()[0])
             conn.execute(_SET_MARK, (mark,))
     writer = TableWriter(mark)
     writer.load_tail(conn)
@@ -330,8 +329,7 @@ def _backfill(conn: sqlite3.Connection) -> None:
     (then it was kept with every commit: exact) or there are no records."""
     if conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is not None:
         return
-    rows = conn.execute("SELECT body FROM events ORDER BY seq")
-    summaries = fold_index(_record_decoder.decode(body) for (body,) in rows)
+    summaries = fold_index(_records_after(conn, 0, None))
     conn.executemany(_UPSERT, map(_to_row, summaries.values()))
 
 

@@ -21,6 +21,13 @@ Invariants:
   stamping order, all of one pass together: a task woken by the first append of a pass
   (a run started by a message) stamps its records before the flush, so a message and
   the turn it starts share one commit instead of two;
+- **a row is a batch**: the records of one session stamped one after another in one
+  scheduler pass (one append, or several with no other session's between) are stored
+  as one row of ``batches``, keyed by its last record's seq, its body the JSON array of
+  the records: a turn's commit inserts one row, not one a record. A batch's seqs are
+  contiguous, it holds at most ``BATCH_MAX_RECORDS`` records, and batches never overlap,
+  so rows in key order are records in seq order; a read trims the first and last row it
+  finds to its bounds and filters kinds (which are not a column) as it decodes;
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
 - **fail-stop**: a commit that raises (anything, inline or on the writer thread)
@@ -56,13 +63,12 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-import msgspec
 import trio
 
 from halo_actors.core.logger import get_logger
 
 from ..errors import StoreClosed, StoreFailed
-from ..events import Event, Record, kind_of
+from ..events import Event, Record, decode_records
 from ..ids import root_of
 from . import index
 from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
@@ -84,23 +90,32 @@ CHECKPOINT_PAGES = 1_000
 """About how many WAL pages the writer writes between two passive checkpoints."""
 PAGE_BYTES = 4_096
 
-_SCHEMA = (
-    """
-CREATE TABLE IF NOT EXISTS events (
+BATCHES = """
+CREATE TABLE IF NOT EXISTS batches (
     seq        INTEGER PRIMARY KEY,
+    first_seq  INTEGER NOT NULL,
     session_id TEXT    NOT NULL,
     root       TEXT    NOT NULL,
     ts         INTEGER NOT NULL,
-    kind       TEXT    NOT NULL,
     body       BLOB    NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_by_session ON events (session_id, seq);
-DROP INDEX IF EXISTS events_by_root;
-CREATE INDEX IF NOT EXISTS events_below_roots ON events (root, seq) WHERE session_id != root;
-DROP INDEX IF EXISTS events_by_ts;
+CREATE INDEX IF NOT EXISTS batches_by_session ON batches (session_id, seq);
+CREATE INDEX IF NOT EXISTS batches_below_roots ON batches (root, seq) WHERE session_id != root;
 """
-    + index.SCHEMA
-)
+"""One row a batch (see the module doc): ``seq`` and ``ts`` are its last record's (the
+largest of both), ``first_seq`` its first record's. A root's rows are indexed by session
+only: a tree read is the root's rows (by session) merged with its descendants' (by tree)."""
+_FROM_EVENTS = """
+SELECT seq, seq, session_id, root, ts, CAST('[' || body || ']' AS BLOB) FROM events
+"""
+"""A file written before batches kept one record a row, in ``events``: each row is a
+batch of one. A writable open moves them into ``batches`` once; a read-only one reads
+them through a temporary view of that shape."""
+BATCH_MAX_RECORDS = 64
+"""A batch closes at this many records (or ``BATCH_MAX_BYTES`` of bodies): a read of one
+record decodes its whole row. Reads bound a seq range by it (a row whose first seq is at
+most N ends by N + BATCH_MAX_RECORDS - 1), so it may be raised but never lowered."""
+BATCH_MAX_BYTES = 64 * 1_024
 INSERT_ROWS = 32
 """Rows one ``INSERT`` statement takes (``VALUES (…), (…), …``): one statement step for
 them all instead of one per row (about 2 µs a row less than ``executemany``); a commit
@@ -108,19 +123,19 @@ inserts in chunks of this many and one shorter chunk, so at most ``INSERT_ROWS``
 distinct statements exist, all in the connection's statement cache."""
 _COLUMNS = 6
 _INSERTS = [
-    "INSERT INTO events (seq, session_id, root, ts, kind, body) VALUES "
+    "INSERT INTO batches (seq, first_seq, session_id, root, ts, body) VALUES "
     + ", ".join(["(?, ?, ?, ?, ?, ?)"] * n)
     for n in range(INSERT_ROWS + 1)
 ]
-_records_decoder = msgspec.json.Decoder(list[Record])
 
 log = get_logger("halo_actors.log")
 
 
 @dataclass(eq=False, slots=True)
 class _Group:
-    """The appends of one scheduler pass, in seq order: their records, and their rows'
-    columns one after another (``_COLUMNS`` values a row), as an ``INSERT`` binds them."""
+    """The appends of one scheduler pass, in seq order: their records, and their batches'
+    columns one after another (``_COLUMNS`` values a row, as an ``INSERT`` binds them; a
+    row's body is the list of its records' bodies until it is committed)."""
 
     records: list[Record]
     values: list[object]
@@ -128,6 +143,9 @@ class _Group:
     runs: int = 0
     """Runs of one session's appends (a bound on the distinct sessions it touches)."""
     last_session: str = ""
+    row_records: int = 0
+    """Records in the last row (the one the next append of ``last_session`` may join)."""
+    row_bytes: int = 0
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -154,6 +172,10 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA busy_timeout=5000")
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    if "batches" not in tables and "events" in tables:  # a file from before batches
+        columns = "seq, first_seq, session_id, root, ts, body"
+        conn.execute(f"CREATE TEMP VIEW batches ({columns}) AS {_FROM_EVENTS}")
     return conn
 
 
@@ -254,10 +276,11 @@ class SqliteEventLog(LogBase):
             self._reader = _connect_read_only(self.path)
         else:
             self._reader = _connect(self.path, self._synchronous)
-            self._reader.executescript(_SCHEMA)
+            _create_batches(self._reader)
+            self._reader.executescript(index.SCHEMA)
             self._table = index.open_table(self._reader)
-        # ts never decreases along seq (``_stamp`` clamps it), so the last record has both
-        row = self._reader.execute("SELECT seq, ts FROM events ORDER BY seq DESC LIMIT 1")
+        # ts never decreases along seq (``_stamp`` clamps it), so the last row has both
+        row = self._reader.execute("SELECT seq, ts FROM batches ORDER BY seq DESC LIMIT 1")
         last_seq, last_ts = row.fetchone() or (0, 0)
         return int(last_seq), int(last_ts)
 
@@ -276,18 +299,33 @@ class SqliteEventLog(LogBase):
                 self._flusher_parked = False
                 assert self._flusher is not None
                 trio.lowlevel.reschedule(self._flusher)
+        group.records += records
+        size = sum(map(len, bodies))
+        group.body_bytes += size
+        values = group.values
         if group.last_session != session_id:
             group.runs += 1
             group.last_session = session_id
+        elif (
+            group.row_records + len(records) <= BATCH_MAX_RECORDS
+            and group.row_bytes < BATCH_MAX_BYTES
+        ):  # the session's batch goes on (nothing came between: its seqs stay contiguous)
+            last = records[-1]
+            values[-6], values[-2] = last.seq, last.ts
+            values[-1] += bodies  # type: ignore[operator]  # a list of bodies until committed
+            group.row_records += len(records)
+            group.row_bytes += size
+            return
         root = root_of(session_id)
-        group.records += records
-        values, size = group.values, 0
-        for r, body in zip(records, bodies, strict=True):
-            # a bytearray binds as a blob as it is; bytes go through sqlite3's adapter
-            # lookup first (about 1 µs a row, a third of an insert)
-            values += (r.seq, session_id, root, r.ts, kind_of(r.event), bytearray(body))
-            size += len(body)
-        group.body_bytes += size
+        if len(records) <= BATCH_MAX_RECORDS:
+            values += (records[-1].seq, records[0].seq, session_id, root, records[-1].ts, bodies)
+            group.row_records, group.row_bytes = len(records), size
+            return
+        for start in range(0, len(records), BATCH_MAX_RECORDS):  # a long append: its rows
+            part = bodies[start : start + BATCH_MAX_RECORDS]
+            first, last = records[start], records[start + len(part) - 1]
+            values += (last.seq, first.seq, session_id, root, last.ts, part)
+        group.row_records, group.row_bytes = len(part), sum(map(len, part))
 
     async def _flush_loop(self) -> None:
         """The flusher (a system task): woken by the first append of a group, it runs in
@@ -422,7 +460,7 @@ class SqliteEventLog(LogBase):
             records = [record for group in batch for record in group.records]
         try:
             conn.execute("BEGIN IMMEDIATE")
-            _insert(conn, values)
+            _insert(conn, _bound(values))
             self._table.fold(conn, records)
             conn.execute("COMMIT")
         except BaseException:
@@ -475,15 +513,9 @@ class SqliteEventLog(LogBase):
         reader = self._reader
         assert reader is not None, "opened by SqliteEventLog.open"
 
-        def run() -> list[Record]:
-            after = after_seq
-            if flt.since_ts is not None:
-                after = max(after, _first_seq_at(reader, flt.since_ts) - 1)
-            sql, params = _select(flt, after, until_seq, limit)
-            bodies = [row[-1] for row in reader.execute(sql, params)]
-            return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
-
-        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+        return await trio.to_thread.run_sync(
+            _read, reader, flt, after_seq, until_seq, limit, limiter=self._read_limiter
+        )
 
     async def session_index(self, root: str | None = None) -> list[index.SessionSummary]:
         """From the ``sessions`` table (kept by the writer), not a scan of the records."""
@@ -510,9 +542,7 @@ class SqliteEventLog(LogBase):
                 if self.read_only
                 else _connect(self.path, self._synchronous)
             )
-        sql, params = _select(EventFilter(session_id=session_id), 0, None, None)
-        bodies = [body for (body,) in self._sync_reader.execute(sql, params)]
-        return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")
+        return _read(self._sync_reader, EventFilter(session_id=session_id), 0, None, None)
 
     async def aclose(self) -> None:
         """Commit what is queued, stop the writer and checkpointer, close everything."""
@@ -534,6 +564,36 @@ class SqliteEventLog(LogBase):
                 self._sync_reader.close()
 
 
+def _create_batches(conn: sqlite3.Connection) -> None:
+    """The ``batches`` table and its indexes; a file from before them has its ``events``
+    rows moved in, once, in one transaction (see ``_FROM_EVENTS``)."""
+    tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master")}
+    if "batches" in tables:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in filter(str.strip, BATCHES.split(";")):
+            conn.execute(statement)
+        if "events" in tables:
+            conn.execute(f"INSERT INTO batches {_FROM_EVENTS}")
+            conn.execute("DROP TABLE events")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _bound(values: list[object]) -> list[object]:
+    """``values`` with each row's list of bodies made its blob, the records' JSON array (a
+    bytearray binds as a blob as it is; bytes go through sqlite3's adapter lookup first)."""
+    for i in range(_COLUMNS - 1, len(values), _COLUMNS):
+        blob = bytearray(b"[")
+        blob += b",".join(values[i])  # type: ignore[arg-type]
+        blob += b"]"
+        values[i] = blob
+    return values
+
+
 def _insert(conn: sqlite3.Connection, values: list[object]) -> None:
     """Insert the rows whose columns ``values`` holds, ``INSERT_ROWS`` a statement."""
     chunk = INSERT_ROWS * _COLUMNS
@@ -553,13 +613,46 @@ def _int64(value: int) -> int:
     return min(max(value, _INT64[0]), _INT64[1])
 
 
+def _read(
+    conn: sqlite3.Connection,
+    flt: EventFilter,
+    after_seq: int,
+    until_seq: int | None,
+    limit: int | None,
+) -> list[Record]:
+    """The stored records matching ``flt`` with ``after_seq < seq <= until_seq``, by seq, at
+    most ``limit``: the rows holding them, the first and last trimmed to the bounds, kinds
+    and times filtered record by record. With a filter that can leave a row with nothing
+    (kinds, a time), a ``limit`` is met page by page, ``limit`` rows a page."""
+    after = after_seq
+    if flt.since_ts is not None:
+        after = max(after, _first_seq_at(conn, flt.since_ts) - 1)
+    sifted = flt.kinds is not None or flt.since_ts is not None
+    out: list[Record] = []
+    while True:
+        sql, params = _select(flt, after, until_seq, limit)
+        rows = conn.execute(sql, params).fetchall()
+        records = [record for row in rows for record in decode_records(row[-1])]
+        start, end = 0, len(records)
+        while start < end and records[start].seq <= after:
+            start += 1
+        while until_seq is not None and end > start and records[end - 1].seq > until_seq:
+            end -= 1
+        records = records[start:end]
+        out += [r for r in records if flt.matches(r)] if sifted else records
+        if limit is None or len(out) >= limit or len(rows) < limit:
+            return out if limit is None else out[:limit]
+        after = rows[-1][0]
+
+
 def _first_seq_at(conn: sqlite3.Connection, since_ts: int) -> int:
-    """The first seq stamped at or after ``since_ts`` (one past the last if none): a binary
-    search by seq, since ts never decreases along seq; no index on ts to keep in every
-    commit. About 2·log2(records) point reads."""
-    first = "SELECT seq, ts FROM events WHERE seq >= ? ORDER BY seq LIMIT 1"
+    """The first seq of the first batch with a record stamped at or after ``since_ts`` (one
+    past the last if none): a binary search by seq, since ts never decreases along seq and a
+    row's ``ts`` is its last record's; no index on ts to keep in every commit. About
+    2·log2(rows) point reads."""
+    first = "SELECT seq, ts FROM batches WHERE seq >= ? ORDER BY seq LIMIT 1"
     lo = 1
-    row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM events").fetchone()
+    row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM batches").fetchone()
     hi = int(row[0]) + 1
     since = _int64(since_ts)
     while lo < hi:
@@ -575,39 +668,37 @@ def _first_seq_at(conn: sqlite3.Connection, since_ts: int) -> int:
 def _select(
     flt: EventFilter, after_seq: int, until_seq: int | None, limit: int | None
 ) -> tuple[str, list[object]]:
-    """The query for ``flt``, in seq order; each row ends with the record's body.
+    """The query of the batches holding ``flt``'s records past ``after_seq`` (and up to
+    ``until_seq``), in seq order, at most ``limit`` rows; each row is ``(seq, body)``.
 
     A whole tree (``tree`` without ``session_id``) is two index ranges merged by seq:
-    the root's own records (``events_by_session``) and its descendants' (the partial
-    ``events_below_roots``, which leaves out every root's rows: they are indexed once,
+    the root's own rows (``batches_by_session``) and its descendants' (the partial
+    ``batches_below_roots``, which leaves out every root's rows: they are indexed once,
     by session). SQLite merges the two ordered arms without sorting (``MERGE (UNION
     ALL)``), so a ``LIMIT`` stops both early."""
     where: list[str] = ["seq > ?"]
     params: list[object] = [_int64(after_seq)]
-    if until_seq is not None:
-        where.append("seq <= ?")
-        params.append(_int64(until_seq))
-    if flt.since_ts is not None:
+    if until_seq is not None:  # a row that starts by until_seq ends BATCH_MAX_RECORDS later
+        where.append("seq < ? AND first_seq <= ?")
+        params += (_int64(until_seq + BATCH_MAX_RECORDS), _int64(until_seq))
+    if flt.since_ts is not None:  # a row's ts is its last record's: the largest
         where.append("ts >= ?")
         params.append(_int64(flt.since_ts))
-    if flt.kinds is not None:
-        where.append(f"kind IN ({','.join('?' * len(flt.kinds))})")
-        params.extend(sorted(flt.kinds))
     common = " AND ".join(where)
     if flt.session_id is not None:
-        sql = f"SELECT body FROM events WHERE session_id = ? AND {common}"
+        sql = f"SELECT seq, body FROM batches WHERE session_id = ? AND {common}"
         params.insert(0, flt.session_id)
         if flt.tree is not None:
             sql += " AND root = ?"
             params.append(flt.tree)
-    elif flt.tree is not None:  # a compound query orders by a column it returns: seq too
+    elif flt.tree is not None:
         sql = (
-            f"SELECT seq, body FROM events WHERE session_id = ? AND {common} UNION ALL "
-            f"SELECT seq, body FROM events WHERE root = ? AND session_id != root AND {common}"
+            f"SELECT seq, body FROM batches WHERE session_id = ? AND {common} UNION ALL "
+            f"SELECT seq, body FROM batches WHERE root = ? AND session_id != root AND {common}"
         )
         params = [flt.tree, *params, flt.tree, *params]
     else:
-        sql = f"SELECT body FROM events WHERE {common}"
+        sql = f"SELECT seq, body FROM batches WHERE {common}"
     sql += " ORDER BY seq"
     if limit is not None:
         sql += f" LIMIT {_int64(int(limit))}"
