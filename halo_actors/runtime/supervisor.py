@@ -558,6 +558,7 @@ class Supervisor:
                 del self._run_tasks[sid]
             self._notify()
             self.registry.note_idle(sid)
+            self.log.flush_alone(sid)  # a lone run's records: committed without another pass
 
     async def _droppable_run(self, actor: SessionActor, compact_first: bool) -> None:
         """:meth:`_run` in a cancel scope of its tree's, which :meth:`drop_tree` cancels."""

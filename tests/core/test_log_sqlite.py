@@ -169,6 +169,41 @@ async def test_the_appends_of_one_scheduler_pass_and_the_next_share_one_commit(
             await log.aclose()
 
 
+async def test_a_producer_done_with_a_group_of_its_own_records_alone_flushes_it_at_once(
+    tmp_path: Path,
+) -> None:
+    """Rule (``flush_alone``): a group holding one session's records alone is taken out of
+    the pass's group commit when that session says it is done (its run ended): what is
+    stamped after it in the pass is another commit. A group holding anyone else's records
+    stays whole: one commit, as without the hint."""
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db_path(tmp_path))
+        try:
+            before = log.commits
+            log.append_nowait("a", text("a1"))
+            log.append_nowait("b", text("b1"))
+            log.flush_alone("a")  # b's records are in the group too: nothing happens
+            log.flush_alone("b")
+            log.append_nowait("a", text("a2"))
+            await log.wait_durable(log.stamped_seq)
+            assert log.commits - before == 1
+
+            async def done_with_a() -> None:  # in the pass the flusher only waits through
+                log.flush_alone("a")  # a's alone, and waited for: committed right here
+                log.append_nowait("b", text("b2"))
+
+            before = log.commits
+            (_, a4) = log.append_nowait("a", text("a3"), text("a4"))
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(done_with_a)
+                await log.wait_durable(a4.seq)
+            await log.wait_durable(log.stamped_seq)
+            assert log.commits - before == 2
+            assert labels(await log.read()) == ["a1", "b1", "a2", "a3", "a4", "b2"]
+        finally:
+            await log.aclose()
+
+
 async def test_a_small_commit_someone_waits_for_runs_on_the_trio_thread_a_stream_on_the_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

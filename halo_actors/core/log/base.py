@@ -106,6 +106,13 @@ class EventLog(Protocol):
         """Until the log fails (fail-stop); returns why. Waits forever on a healthy log."""
         ...
 
+    def flush_alone(self, session_id: str) -> None:
+        """A hint from a producer that is done for now (a run that just ended): if every
+        record waiting for the next commit is ``session_id``'s, commit them now instead of
+        after the rest of this scheduler pass (nothing else would share that commit).
+        Changes when records become durable, never which or in what order."""
+        ...
+
     async def catch_up(self) -> int:
         """Publish here every record committed so far by any writer of a shared log (a
         node's tail may not have delivered another node's last commits yet); returns
@@ -246,6 +253,9 @@ class LogBase:
     async def catch_up(self) -> int:
         await trio.lowlevel.checkpoint()
         return self._published_seq
+
+    def flush_alone(self, session_id: str) -> None:
+        """Nothing to do where appends are not grouped by scheduler pass."""
 
     async def wait_failed(self) -> StoreFailed:
         await self._failed.wait()

@@ -20,7 +20,9 @@ Invariants:
   woken by the first append of a group, runs in the next pass and waits one more), in
   stamping order, all of one pass together: a task woken by the first append of a pass
   (a run started by a message) stamps its records before the flush, so a message and
-  the turn it starts share one commit instead of two;
+  the turn it starts share one commit instead of two. A group of one session's records
+  alone is flushed at once when that session's run ends (``flush_alone``): nothing else
+  would share its commit;
 - **a row is a batch**: the records of one session stamped one after another in one
   scheduler pass (one append, or several with no other session's between) are stored
   as one row of ``batches``, keyed by its last record's seq, its body the JSON array of
@@ -345,6 +347,13 @@ class SqliteEventLog(LogBase):
                     await trio.lowlevel.wait_task_rescheduled(abort)
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 self._flush()
+
+    def flush_alone(self, session_id: str) -> None:
+        """Flush the staged group now if it holds ``session_id``'s records alone (one run
+        of one session's appends): a lone turn's commit one scheduler pass sooner."""
+        group = self._staged
+        if group is not None and group.runs == 1 and group.last_session == session_id:
+            self._flush()
 
     def _flush(self) -> None:
         """Commit the staged appends inline or hand them to the writer, in order (trio
