@@ -23,7 +23,6 @@ Invariants (each is what a cut turn leaves behind):
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
@@ -322,9 +321,7 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
     """Run one batch in parallel; land every result, even when the batch is cut."""
     started: set[str] = set()
     landed: set[str] = set()
-    # A batch within the limit needs no limiter (nor its two checkpoints per call).
-    fits = len(uses) <= setup.max_parallel_tools
-    limiter = contextlib.nullcontext() if fits else trio.CapacityLimiter(setup.max_parallel_tools)
+    limit = setup.max_parallel_tools
 
     async def call_one(use: ToolUse) -> None:
         await trio.lowlevel.checkpoint_if_cancelled()  # a cut turn starts no call
@@ -340,7 +337,11 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
         )
         landed.add(use.id)
 
+    # A batch within the limit needs no limiter (nor its two checkpoints per call).
+    limiter = trio.CapacityLimiter(limit) if len(uses) > limit else None
+
     async def run_one(use: ToolUse) -> None:
+        assert limiter is not None
         async with limiter:
             await call_one(use)
 
@@ -350,7 +351,7 @@ async def run_batch(host: TurnHost, setup: TurnSetup, uses: list[ToolUse]) -> No
         else:
             async with trio.open_nursery() as nursery:
                 for use in uses:
-                    nursery.start_soon(run_one, use)
+                    nursery.start_soon(call_one if limiter is None else run_one, use)
     finally:
         cut = [u for u in uses if u.id not in landed]
         if cut:

@@ -62,9 +62,13 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel", gc=Fals
 
 
 def user_text(text: str, images: tuple[str, ...] = ()) -> Message:
-    blocks: list[Block] = [TextBlock(text=text)]
-    blocks.extend(ImageBlock(data=i) for i in images)
-    return Message(role="user", content=tuple(blocks))
+    if not images:  # the usual message: no generator, no list
+        return Message(role="user", content=(TextBlock(text=text),))
+    return Message(role="user", content=(TextBlock(text=text), *map(_image, images)))
+
+
+def _image(data: str) -> ImageBlock:
+    return ImageBlock(data=data)
 
 
 CHARS_PER_TOKEN = 4

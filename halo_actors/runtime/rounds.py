@@ -88,7 +88,9 @@ def message_bytes_at_most(message: QueuedMessage) -> int:
     bytes on a character (``\\u001f``; UTF-8 at most four), plus quotes and separators."""
     source = len(message.source_session_id or "")
     text = len(message.text) + (source + 17 if source else 0)
-    return 6 * text + sum(6 * len(image) + 3 for image in message.images) + source + 10
+    images = message.images
+    pictures = 6 * sum(map(len, images)) + 3 * len(images) if images else 0
+    return 6 * text + pictures + source + 10
 
 
 def check_opens_round(message: QueuedMessage, cap: int) -> None:
