@@ -26,6 +26,7 @@ from typing import Any, Literal
 from .access import Access
 from .conversation import (
     CHARS_PER_TOKEN,
+    Block,
     Message,
     TextBlock,
     ToolResultBlock,
@@ -109,7 +110,8 @@ class SessionState:
     updated_ts: int = 0
     last_seq: int = 0
     lifecycle: Lifecycle = "live"
-    messages: list[Message] = field(default_factory=list)
+    _messages: list[Message] = field(default_factory=list)
+    """The conversation; read it as :attr:`messages` (the last one may be unsettled)."""
     mailbox: list[QueuedMessage] = field(default_factory=list)
     ui: list[UiEntry] = field(default_factory=list)
     interrupt_requested: bool = False
@@ -143,6 +145,24 @@ class SessionState:
     """Lowest index of ``messages`` changed in place since a reader last took it."""
     _pending_tools: dict[str, UiEntry] | None = None
     """UI tool rows still waiting for output, by call id, oldest first (made on first use)."""
+    _results: list[Block] | None = field(default=None, compare=False)
+    """The blocks of the last message while it holds tool results only: a batch's results
+    join it here, and the message is rebuilt from them when next read (``_unsettled``)."""
+    _unsettled: bool = field(default=False, compare=False)
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation, as a model sees it before repair (read-only for callers)."""
+        if self._unsettled:
+            self._unsettled = False
+            self._messages[-1] = Message(role="user", content=tuple(self._results or ()))
+        return self._messages
+
+    def __eq__(self, other: object) -> bool:
+        """Field by field (``first_edit`` aside), the conversation as read."""
+        if type(other) is not SessionState:
+            return NotImplemented
+        return all(getattr(self, name) == getattr(other, name) for name in _COMPARED)
 
     def apply(self, record: Record) -> None:
         event = record.event
@@ -206,6 +226,7 @@ class SessionState:
     def _compacted(self, e: Compacted, record: Record) -> None:
         summary = user_text(f"[summary of the earlier conversation]\n{e.summary}")
         self.messages[: e.replaced] = [summary]
+        self._results = None
         self.first_edit = 0
         self.context_chars = sum(map(message_chars, self.messages))
         self.measured_tokens = None
@@ -264,14 +285,21 @@ class SessionState:
 
     def _tool_result(self, e: ToolReturned, record: Record) -> None:
         block = ToolResultBlock(tool_use_id=e.tool_use_id, content=e.result, is_error=e.is_error)
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last.role == "user" and _only_results(last):
-            self.messages[-1] = Message(role="user", content=(*last.content, block))
+        results = self._results
+        if results is None:
+            messages = self.messages
+            last = messages[-1] if messages else None
+            if last is not None and last.role == "user" and _only_results(last):
+                results = self._results = list(last.content)
+        if results is not None:  # the last message grows: rebuilt once, when next read
+            results.append(block)
+            self._unsettled = True
             self.context_chars += block_chars(block)
-            edited = len(self.messages) - 1
+            edited = len(self._messages) - 1
             self.first_edit = edited if self.first_edit is None else min(self.first_edit, edited)
         else:
             self._add_message(Message(role="user", content=(block,)))
+            self._results = [block]
         shown = e.ui_result if e.ui_result is not None else e.result
         pending = self._pending_tools or {}
         key = e.tool_use_id if e.tool_use_id in pending else next(iter(pending), None)
@@ -279,7 +307,8 @@ class SessionState:
             pending.pop(key).output = shown
 
     def _add_message(self, message: Message) -> None:
-        self.messages.append(message)
+        self.messages.append(message)  # (settles the last one first)
+        self._results = None
         self.context_chars += message_chars(message)
 
     @property
@@ -354,6 +383,9 @@ streamed text and thinking, usage, ``agent_done``, notices."""
 
 
 _FIELDS = tuple(f.name for f in fields(SessionState) if f.name not in ("session_id",))
+_COMPARED = tuple(
+    "messages" if f.name == "_messages" else f.name for f in fields(SessionState) if f.compare
+)
 
 
 def _only_results(message: Message) -> bool:
