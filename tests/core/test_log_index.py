@@ -179,6 +179,35 @@ async def test_a_log_file_from_before_the_index_is_indexed_when_opened(tmp_path:
             await reopened.aclose()
 
 
+async def test_a_long_tail_found_on_open_is_written_to_the_table_with_its_mark(
+    tmp_path: Path,
+) -> None:
+    """A tail of ``MARK_ROWS`` records or more past the mark (a file from before the table,
+    here) is folded and written on open, rows and mark in one transaction, before the log
+    takes an append: the next open starts from the mark."""
+    db = tmp_path / "log.db"
+    with trio.fail_after(10):
+        log = await SqliteEventLog.open(db)
+        try:
+            for _ in range(MARK_ROWS // 50 + 1):
+                log.append_nowait(SID, *(AgentDone() for _i in range(50)))
+            await log.wait_durable(log.stamped_seq)
+        finally:
+            await log.aclose()
+        with sqlite3.connect(db) as conn:  # the table forgotten: every record is the tail
+            conn.execute("DELETE FROM sessions")
+            conn.execute("UPDATE sessions_mark SET through = 0")
+        reopened = await SqliteEventLog.open(db)
+        try:
+            rows, mark = table_and_mark(db)  # written while open, not by a clean close
+            assert mark == reopened.last_seq >= MARK_ROWS
+            assert rows == {SID: mark}
+            index = {s.session_id: s for s in await reopened.session_index()}
+            assert index == fold_index(await reopened.read())
+        finally:
+            await reopened.aclose()
+
+
 async def test_a_session_is_read_back_synchronously_as_stored(tmp_path: Path) -> None:
     with trio.fail_after(10):
         log = await SqliteEventLog.open(tmp_path / "log.db")

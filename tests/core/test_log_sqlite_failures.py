@@ -5,7 +5,7 @@ behind it and every later append fail with ``StoreFailed``; nothing past the las
 good commit is ever published, read back or recovered, and no appender or waiter is
 left waiting (``append`` waits under a shield, so a hang there could never be
 cancelled). The faults are injected by handing the writer a connection that raises
-(the real one, wrapped; installed with ``monkeypatch``).
+(the real one, wrapped: ``sqlite_faults``).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from sqlite_faults import WRITER, FlakyConnection, writer_connection
 
 from halo_actors.core.errors import StoreClosed, StoreFailed, SubscriptionClosed
 from halo_actors.core.events import Record, TextStreamed
@@ -24,8 +24,9 @@ from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.core.log.index import fold_index
 
+__all__ = ["writer_connection"]  # a fixture, used by name
+
 BUDGET = 10.0
-WRITER = "halo-log-writer"
 
 
 def text(label: str) -> TextStreamed:
@@ -34,58 +35,6 @@ def text(label: str) -> TextStreamed:
 
 def labels(records: list[Record]) -> list[str]:
     return [r.event.text for r in records if isinstance(r.event, TextStreamed)]
-
-
-class FlakyConnection:
-    """The real connection, except for the faults a test arms."""
-
-    def __init__(self, real: sqlite3.Connection) -> None:
-        self.real = real
-        self.insert_fails: list[BaseException] = []
-        self.commit_fails: list[BaseException] = []
-        self.rollback_fails: list[BaseException] = []
-        self.at_commit = threading.Event()
-        """Set when the writer reaches a COMMIT armed to fail."""
-        self.release = threading.Event()
-        """An armed COMMIT waits for this before it raises (set by default)."""
-        self.release.set()
-        self.committed_on: list[str] = []
-        """The thread of every COMMIT (the writer's, or the trio thread's for an inline one)."""
-
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql.startswith("INSERT INTO batches") and self.insert_fails:
-            raise self.insert_fails.pop(0)
-        if sql == "COMMIT":
-            self.committed_on.append(threading.current_thread().name)
-        if sql == "COMMIT" and self.commit_fails:
-            self.at_commit.set()
-            self.release.wait()
-            raise self.commit_fails.pop(0)
-        if sql == "ROLLBACK" and self.rollback_fails:
-            self.real.execute(sql)
-            raise self.rollback_fails.pop(0)
-        return self.real.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-@pytest.fixture
-def writer_connection(monkeypatch: pytest.MonkeyPatch) -> list[FlakyConnection]:
-    """The writer thread's connections (one per log opened), each a :class:`FlakyConnection`."""
-    made: list[FlakyConnection] = []
-    real_connect = sqlite_log._connect
-
-    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> Any:
-        conn = real_connect(path, synchronous)
-        if threading.current_thread().name != WRITER:
-            return conn
-        flaky = FlakyConnection(conn)
-        made.append(flaky)
-        return flaky
-
-    monkeypatch.setattr(sqlite_log, "_connect", connect)
-    return made
 
 
 async def assert_a_reopen_recovers(path: Path, durable: list[Record]) -> None:

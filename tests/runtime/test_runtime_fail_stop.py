@@ -7,62 +7,28 @@ and raises ``StoreFailed``, a message whose ``send`` failed was never acknowledg
 and reopening the file recovers the durable prefix (a restart, as after a crash).
 
 The fault is an I/O error raised by the writer thread's ``COMMIT`` (the real SQLite
-connection, wrapped through ``monkeypatch``).
+connection, wrapped: ``sqlite_faults``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from sqlite_faults import FlakyConnection, writer_connection
 
 from halo_actors.agent.scripted import Rule, Script, ScriptedModel, Step
 from halo_actors.core.errors import StoreFailed, SubscriptionClosed
 from halo_actors.core.events import MessageQueued, Record
 from halo_actors.core.log import SqliteEventLog
-from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.runtime.supervisor import open_supervisor
 from halo_actors.tools.files import Workspace
 
+__all__ = ["writer_connection"]  # a fixture, used by name
+
 BUDGET = 20.0
-WRITER = "halo-log-writer"
-
-
-class FailingCommits:
-    """The writer's real connection; ``armed`` makes its next COMMIT raise an I/O error."""
-
-    def __init__(self, real: sqlite3.Connection) -> None:
-        self.real = real
-        self.armed = False
-
-    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql == "COMMIT" and self.armed:
-            self.armed = False
-            raise sqlite3.OperationalError("disk I/O error")
-        return self.real.execute(sql, *args)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.real, name)
-
-
-@pytest.fixture
-def writer(monkeypatch: pytest.MonkeyPatch) -> list[FailingCommits]:
-    made: list[FailingCommits] = []
-    real_connect = sqlite_log._connect
-
-    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> Any:
-        conn = real_connect(path, synchronous)
-        if threading.current_thread().name != WRITER:
-            return conn
-        made.append(FailingCommits(conn))
-        return made[-1]
-
-    monkeypatch.setattr(sqlite_log, "_connect", connect)
-    return made
 
 
 def model() -> ScriptedModel:
@@ -77,7 +43,7 @@ def model() -> ScriptedModel:
 
 
 async def test_a_failed_commit_stops_the_runtime_no_reader_sees_the_lost_suffix_and_a_restart_recovers(
-    tmp_path: Path, writer: list[FailingCommits]
+    tmp_path: Path, writer_connection: list[FlakyConnection]
 ) -> None:
     """Spec (issue): "after a failed commit every later append fails and the runtime stops
     cleanly"; "no reader ever sees a record that is not durable"."""
@@ -106,7 +72,9 @@ async def test_a_failed_commit_stops_the_runtime_no_reader_sees_the_lost_suffix_
                         sid = await sup.create_session("web_a_1")
                         assert await sup.send(sid, "first") == "started"
                         await sup.wait_idle(sid)
-                        writer[0].armed = True
+                        writer_connection[0].commit_fails.append(
+                            sqlite3.OperationalError("disk I/O error")
+                        )
                         await sup.send(sid, "second")  # never acknowledged
                         pytest.fail("send acknowledged a message the log lost")
                 # The session had applied records the file never got: the lost suffix.

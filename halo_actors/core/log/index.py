@@ -236,8 +236,8 @@ def _records_after(conn: sqlite3.Connection, seq: int, root: str | None) -> Iter
 class TableWriter:
     """The writer's side of the table: folds each commit's records into the summaries of
     the sessions they touch, and writes those to the table (moving the mark) every
-    ``MARK_ROWS`` records or ``MARK_SESSIONS`` sessions, inside the commit it is given.
-    Used by whichever side holds the writer's connection. After a failed commit it holds
+    ``MARK_ROWS`` records or ``MARK_SESSIONS`` sessions: :meth:`fold` says when, and the
+    log then calls :meth:`write` inside the commit of those records. Used by whichever side holds the writer's connection. After a failed commit it holds
     summaries the file never got; the log is stopped then (fail-stop), so none is written,
     not even by :meth:`write_behind` (the log skips it after a failure)."""
 
@@ -252,11 +252,16 @@ class TableWriter:
         ``_last_seq - mark`` records are past the mark)."""
 
     def load_tail(self, conn: sqlite3.Connection) -> None:
-        """On open: fold the records stored past the mark (a crash left them there)."""
-        self.fold(conn, list(_records_after(conn, self.mark, None)))
+        """On open: fold the records stored past the mark (a crash left them there), and
+        write the table if that tail is long (rows and mark in one transaction)."""
+        if self.fold(conn, list(_records_after(conn, self.mark, None))):
+            with _transaction(conn):
+                self.write(conn)
 
-    def fold(self, conn: sqlite3.Connection, records: Iterable[Record]) -> None:
-        """Inside the commit of ``records`` (in seq order)."""
+    def fold(self, conn: sqlite3.Connection, records: Iterable[Record]) -> bool:
+        """Fold ``records`` (in seq order, about to be committed) into the summaries, reading
+        the table for a session not cached; writes nothing. True when the table is due:
+        :meth:`write` it in the transaction that stores these records."""
         dirty = self._dirty
         summary: SessionSummary | None = None
         for record in records:
@@ -268,23 +273,22 @@ class TableWriter:
             summary.apply(record)
         if summary is not None:
             self._last_seq = record.seq
-        if self._last_seq - self.mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS:
-            self.write(conn, self._last_seq)
+        return self._last_seq - self.mark >= MARK_ROWS or len(dirty) >= MARK_SESSIONS
 
     def write_behind(self, conn: sqlite3.Connection) -> None:
         """On a clean close: write what the table lags behind in a transaction of its own,
         so the next open has no tail to fold."""
         if self._dirty:
             with _transaction(conn):
-                self.write(conn, self._last_seq)
+                self.write(conn)
 
-    def write(self, conn: sqlite3.Connection, through: int) -> None:
-        """Write every summary touched since the mark and move the mark to ``through``
-        (the last seq stored by this transaction)."""
+    def write(self, conn: sqlite3.Connection) -> None:
+        """Write every summary touched since the mark and move the mark to the last seq
+        folded (inside the transaction that stores it)."""
         if self._dirty:
             conn.executemany(_UPSERT, map(_to_row, self._dirty.values()))
-        conn.execute(_SET_MARK, (through,))
-        self.mark = through
+        conn.execute(_SET_MARK, (self._last_seq,))
+        self.mark = self._last_seq
         if len(self._clean) + len(self._dirty) > CACHE_SESSIONS:
             self._clean.clear()
         self._clean.update(self._dirty)

@@ -4,8 +4,9 @@ Invariants:
 - one connection writes, the writer's, and one side at a time uses it: the writer
   thread takes every batch of stamped records waiting in its queue (in seq order:
   ``append_nowait`` stamps and stages in one step on the trio thread), inserts them in
-  one transaction and commits once (group commit), then hands the batch back to the
-  trio thread, which publishes it in sequence order and wakes whoever waits for
+  one transaction and commits once (group commit; a batch of at most ``INSERT_ROWS``
+  rows that does not move the session table's mark is one ``INSERT`` in autocommit mode,
+  a transaction of its own), then hands the batch back to the trio thread, which publishes it in sequence order and wakes whoever waits for
   durability;
 - **inline commits**: a staged group that someone waits for, small (at most
   ``INLINE_MAX_ROWS`` rows, ``INLINE_MAX_BYTES`` of bodies, ``INLINE_MAX_SESSIONS`` runs
@@ -460,18 +461,27 @@ class SqliteEventLog(LogBase):
         return False
 
     def _commit(self, conn: sqlite3.Connection, batch: list[_Group]) -> int:
-        """One transaction for the batch; returns about how many WAL pages it wrote.
-        Any error propagates: the writer stops (fail-stop)."""
+        """One transaction for the batch; returns about how many WAL pages it wrote: a
+        lone ``INSERT`` (a transaction of its own, no ``BEGIN``/``COMMIT`` round) when the
+        rows fit one statement and the session table is not due. Any error propagates:
+        the writer stops (fail-stop)."""
         if len(batch) == 1:
             values, records = batch[0].values, batch[0].records
         else:
             values = [v for group in batch for v in group.values]
             records = [record for group in batch for record in group.records]
+        table = self._table
+        table_due = table.fold(conn, records)
+        rows = len(values) // _COLUMNS
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            _insert(conn, _bound(values))
-            self._table.fold(conn, records)
-            conn.execute("COMMIT")
+            if rows <= INSERT_ROWS and not table_due:
+                conn.execute(_INSERTS[rows], _bound(values))
+            else:
+                conn.execute("BEGIN IMMEDIATE")
+                _insert(conn, _bound(values))
+                if table_due:
+                    table.write(conn)
+                conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 with contextlib.suppress(Exception):

@@ -1,0 +1,75 @@
+"""Faults injected at the SQLite log's writer: its real connection, wrapped.
+
+The ``writer_connection`` fixture (import it into a test module) hands every writer
+thread a :class:`FlakyConnection`; a test arms the faults it needs. A *commit* is a
+``COMMIT`` or a lone ``INSERT`` outside ``BEGIN`` (a transaction of its own: the log
+commits a small batch that way); a commit armed to fail raises before anything of it is
+stored, as a failed ``COMMIT`` rolls back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from halo_actors.core.log import sqlite as sqlite_log
+
+WRITER = "halo-log-writer"
+
+
+class FlakyConnection:
+    """The real connection, except for the faults a test arms."""
+
+    def __init__(self, real: sqlite3.Connection) -> None:
+        self.real = real
+        self.insert_fails: list[BaseException] = []
+        self.commit_fails: list[BaseException] = []
+        self.rollback_fails: list[BaseException] = []
+        self.at_commit = threading.Event()
+        """Set when the writer reaches a commit armed to fail."""
+        self.release = threading.Event()
+        """An armed commit waits for this before it raises (set by default)."""
+        self.release.set()
+        self.committed_on: list[str] = []
+        """The thread of every commit (the writer's, or the trio thread's for an inline one)."""
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        insert = sql.startswith("INSERT INTO batches")
+        if insert and self.insert_fails:
+            raise self.insert_fails.pop(0)
+        commit = sql == "COMMIT" or (insert and not self.real.in_transaction)
+        if commit:
+            self.committed_on.append(threading.current_thread().name)
+        if commit and self.commit_fails:
+            self.at_commit.set()
+            self.release.wait()
+            raise self.commit_fails.pop(0)
+        if sql == "ROLLBACK" and self.rollback_fails:
+            self.real.execute(sql)
+            raise self.rollback_fails.pop(0)
+        return self.real.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real, name)
+
+
+@pytest.fixture
+def writer_connection(monkeypatch: pytest.MonkeyPatch) -> list[FlakyConnection]:
+    """The writer thread's connections (one per log opened), each a :class:`FlakyConnection`."""
+    made: list[FlakyConnection] = []
+    real_connect = sqlite_log._connect
+
+    def connect(path: Path, synchronous: sqlite_log.Synchronous) -> Any:
+        conn = real_connect(path, synchronous)
+        if threading.current_thread().name != WRITER:
+            return conn
+        flaky = FlakyConnection(conn)
+        made.append(flaky)
+        return flaky
+
+    monkeypatch.setattr(sqlite_log, "_connect", connect)
+    return made
