@@ -34,6 +34,26 @@ async def test_an_idle_session_gets_session_then_one_complete(harness: Harness) 
     assert read.types() == ["session", "complete"]
 
 
+async def test_a_resume_id_ahead_of_the_horizon_is_never_answered_with_a_lower_id(
+    harness: Harness,
+) -> None:
+    """Frame ids only grow across a resume. A node whose log lags the node a client came
+    from (other trees' commits not tailed yet) knows an idle session of its own whole,
+    and its ``complete`` names the client's id, not its older horizon (seen in the nodes
+    chaos suite: ``complete`` 4629 after 4647). Here, one node: an id past the horizon."""
+    with trio.fail_after(10):
+        async with harness.client(harness.token()) as client:
+            nothing = await sse(client, "GET", "/api/web/subscribe", headers={"last-event-id": "5"})
+            await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
+            ahead = (await harness.sup()).log.last_seq + 3
+            read = await sse(
+                client, "GET", "/api/web/subscribe", headers={"last-event-id": str(ahead)}
+            )
+    assert read.types() == nothing.types() == ["session", "complete"]
+    assert [f.id.seq for f in read.frames] == [ahead, ahead]
+    assert [f.id.seq for f in nothing.frames] == [5, 5]  # no session here yet
+
+
 async def test_a_busy_session_streams_to_its_terminal_complete(harness: Harness) -> None:
     reads: list[SseRead] = []
     with trio.fail_after(10):

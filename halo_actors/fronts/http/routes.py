@@ -215,6 +215,7 @@ async def subscribe(request: Request) -> Response:
         if explicit is not None:
             raise ApiError(404, SESSION_NOT_FOUND)
         cursor = sup.log.last_seq if sup is not None else 0
+        cursor = max(cursor, after.seq) if after is not None else cursor  # ids only grow
 
         async def idle(_: AsyncExitStack) -> list[Frame]:
             return [session_frame(cursor, session_id), complete_frame(cursor)]

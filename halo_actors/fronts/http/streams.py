@@ -266,7 +266,10 @@ class SubscribePlan:
             if len(page) < REPLAY_PAGE:
                 break
             after = page[-1].seq
-        await out.send(complete_frame(until))
+        # Never below the resume id: a node whose log lags the node the client came from
+        # (other trees' commits not tailed yet) still knows this session to its end (it
+        # writes it, or its view caught up first), so nothing lies in between for it.
+        await out.send(complete_frame(max(until, self._sub.cursor)))
 
 
 @dataclass
