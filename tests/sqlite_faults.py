@@ -19,6 +19,8 @@ import pytest
 from halo_actors.core.log import sqlite as sqlite_log
 
 WRITER = "halo-log-writer"
+RELEASE_SECONDS = 20.0
+"""The longest an armed commit waits for :attr:`FlakyConnection.release`."""
 
 
 class FlakyConnection:
@@ -32,7 +34,8 @@ class FlakyConnection:
         self.at_commit = threading.Event()
         """Set when the writer reaches a commit armed to fail."""
         self.release = threading.Event()
-        """An armed commit waits for this before it raises (set by default)."""
+        """An armed commit waits for this (at most ``RELEASE_SECONDS``) before it raises
+        (set by default)."""
         self.release.set()
         self.committed_on: list[str] = []
         """The thread of every commit (the writer's, or the trio thread's for an inline one)."""
@@ -46,7 +49,9 @@ class FlakyConnection:
             self.committed_on.append(threading.current_thread().name)
         if commit and self.commit_fails:
             self.at_commit.set()
-            self.release.wait()
+            # bounded: a commit the test did not expect here (a close's, say) must fail
+            # the test, not hang it in a thread join that ``fail_after`` cannot cancel
+            self.release.wait(RELEASE_SECONDS)
             raise self.commit_fails.pop(0)
         if sql == "ROLLBACK" and self.rollback_fails:
             self.real.execute(sql)
