@@ -237,8 +237,9 @@ class TableWriter:
     """The writer's side of the table: folds each commit's records into the summaries of
     the sessions they touch, and writes those to the table (moving the mark) every
     ``MARK_ROWS`` records or ``MARK_SESSIONS`` sessions: :meth:`fold` says when, and the
-    log then calls :meth:`write` inside the commit of those records. Used by whichever side holds the writer's connection. After a failed commit it holds
-    summaries the file never got; the log is stopped then (fail-stop), so none is written,
+    log then calls :meth:`write` inside the commit of those records. Used by whichever
+    side holds the writer's connection. After a failed commit it holds summaries the
+    file never got; the log is stopped then (fail-stop), so none is written,
     not even by :meth:`write_behind` (the log skips it after a failure)."""
 
     def __init__(self, mark: int) -> None:

@@ -6,8 +6,8 @@ Invariants:
   ``append_nowait`` stamps and stages in one step on the trio thread), inserts them in
   one transaction and commits once (group commit; a batch of at most ``INSERT_ROWS``
   rows that does not move the session table's mark is one ``INSERT`` in autocommit mode,
-  a transaction of its own), then hands the batch back to the trio thread, which publishes it in sequence order and wakes whoever waits for
-  durability;
+  a transaction of its own), then hands the batch back to the trio thread, which
+  publishes it in sequence order and wakes whoever waits for durability;
 - **inline commits**: a staged group that someone waits for, small (at most
   ``INLINE_MAX_ROWS`` rows, ``INLINE_MAX_BYTES`` of bodies, ``INLINE_MAX_SESSIONS`` runs
   of one session's appends), while the writer thread holds nothing (``_in_flight``, kept
@@ -472,10 +472,9 @@ class SqliteEventLog(LogBase):
             records = [record for group in batch for record in group.records]
         table = self._table
         table_due = table.fold(conn, records)
-        rows = len(values) // _COLUMNS
         try:
-            if rows <= INSERT_ROWS and not table_due:
-                conn.execute(_INSERTS[rows], _bound(values))
+            if len(values) <= INSERT_ROWS * _COLUMNS and not table_due:  # one statement
+                _insert(conn, _bound(values))
             else:
                 conn.execute("BEGIN IMMEDIATE")
                 _insert(conn, _bound(values))
