@@ -14,12 +14,17 @@ Invariants:
 - a row is settled only after its message is durable in the log (or refused); a row
   left unsettled by a node that died is delivered by the tree's next owner, which
   first looks for the row's id in the tree's log, so no message is logged twice;
-- rows are never deleted here: a settled row is the record of an acknowledgement.
+- rows are never deleted here: a settled row is the record of an acknowledgement;
+- closing never waits on the server: the listener is woken by shutting its socket down
+  (no ``NOTIFY`` round trip a stalled server would never answer), and it is a daemon
+  thread, so a program that ends without closing still exits.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -118,7 +123,12 @@ class Inbox:
         """Set (and replaced by the owner's loop) when a row for this node may be waiting."""
         self._settled: dict[int, trio.Event] = {}
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._listen, name="halo-pg-inbox")
+        self._listening: psycopg.Connection[tuple[object, ...]] | None = None
+        """The listener's connection while it has one (set and cleared by the listener)."""
+        self._listening_lock = threading.Lock()
+        """Held to set, clear or shut down ``_listening``: a close shuts down the listener's
+        socket, never a descriptor number reused after it closed."""
+        self._thread = threading.Thread(target=self._listen, name="halo-pg-inbox", daemon=True)
 
     @classmethod
     @asynccontextmanager
@@ -147,10 +157,14 @@ class Inbox:
         return conn
 
     def _stop(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(psycopg.Error):  # wake the listener out of its wait
-                self._conn.execute("SELECT pg_notify(%s, %s)", (self._sql.channel, "stop"))
-        self._thread.join(10)
+        """After ``_stopping`` is set: wake the listener out of its wait by ending its
+        connection from this side (it sees the connection end, finds itself stopping and
+        returns), then close ours."""
+        with self._listening_lock, contextlib.suppress(OSError, psycopg.Error):
+            if self._listening is not None:
+                with socket.socket(fileno=os.dup(self._listening.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)  # the socket itself, not just this fd
+        self._thread.join(RECONNECT_SECONDS + POLL_SECONDS)
         if self._conn is not None:
             self._conn.close()
 
@@ -228,12 +242,21 @@ class Inbox:
     def _listen(self) -> None:
         while not self._stopping.is_set():
             try:
-                with self._connect() as conn:
+                conn = self._connect()
+                try:
+                    with self._listening_lock:  # a close from now on shuts this one down
+                        if self._stopping.is_set():
+                            return
+                        self._listening = conn
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._sql.channel)))
                     self._token.run_sync_soon(self._wake, "deliver:" + self.node_id)
                     while not self._stopping.is_set():
                         for notify in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
                             self._token.run_sync_soon(self._wake, notify.payload)
+                finally:
+                    with self._listening_lock:  # its socket is never shut down once closed
+                        self._listening = None
+                        conn.close()
             except trio.RunFinishedError:
                 return
             except Exception as exc:

@@ -1,0 +1,68 @@
+"""A TCP proxy on loopback that can stall: the server behind it seems to stop answering.
+
+``pause()`` stops forwarding bytes in both directions while every connection stays
+open (as a server process under SIGSTOP looks from the client: the kernel keeps the
+connection, nothing answers); ``resume()`` forwards what waited. Used to check that a
+client never waits forever on a server that stopped answering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import trio
+
+CHUNK = 65_536
+
+
+class StallProxy:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self._flowing = trio.Event()
+        self._flowing.set()
+
+    def pause(self) -> None:
+        if self._flowing.is_set():
+            self._flowing = trio.Event()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
+    async def _pipe(self, source: trio.SocketStream, sink: trio.SocketStream) -> None:
+        try:
+            while data := await source.receive_some(CHUNK):
+                await self._flowing.wait()
+                await sink.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        await sink.aclose()  # one side ended: so does the other direction
+
+    async def _serve(self, client: trio.SocketStream, target: tuple[str, int]) -> None:
+        async with client:
+            try:
+                upstream = await trio.open_tcp_stream(*target)
+            except OSError:
+                return
+            async with upstream, trio.open_nursery() as nursery:
+                nursery.start_soon(self._pipe, client, upstream)
+                nursery.start_soon(self._pipe, upstream, client)
+
+
+@asynccontextmanager
+async def stall_proxy(target: tuple[str, int]) -> AsyncIterator[StallProxy]:
+    """A proxy to ``target`` on 127.0.0.1 (a free port); closed, with every connection
+    through it, when the block ends."""
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    proxy = StallProxy(listeners[0].socket.getsockname()[1])
+    async with trio.open_nursery() as nursery:
+
+        async def handler(stream: trio.SocketStream) -> None:
+            await proxy._serve(stream, target)
+
+        nursery.start_soon(trio.serve_listeners, handler, listeners)
+        try:
+            yield proxy
+        finally:
+            proxy.resume()
+            nursery.cancel_scope.cancel()
