@@ -16,15 +16,12 @@ Invariants:
   first looks for the row's id in the tree's log, so no message is logged twice;
 - rows are never deleted here: a settled row is the record of an acknowledgement;
 - closing never waits on the server: the listener is woken by shutting its socket down
-  (no ``NOTIFY`` round trip a stalled server would never answer), and it is a daemon
-  thread, so a program that ends without closing still exits.
+  (``pglisten.py``), and it is a daemon thread, so a program that ends without closing
+  still exits.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -36,6 +33,7 @@ import trio
 from psycopg import sql
 
 from ..logger import get_logger
+from .pglisten import ListenerSocket
 from .pgschema import ensure_tables
 from .postgres import PostgresEventLog
 
@@ -123,11 +121,7 @@ class Inbox:
         """Set (and replaced by the owner's loop) when a row for this node may be waiting."""
         self._settled: dict[int, trio.Event] = {}
         self._stopping = threading.Event()
-        self._listening: psycopg.Connection[tuple[object, ...]] | None = None
-        """The listener's connection while it has one (set and cleared by the listener)."""
-        self._listening_lock = threading.Lock()
-        """Held to set, clear or shut down ``_listening``: a close shuts down the listener's
-        socket, never a descriptor number reused after it closed."""
+        self._listening = ListenerSocket(self._stopping)
         self._thread = threading.Thread(target=self._listen, name="halo-pg-inbox", daemon=True)
 
     @classmethod
@@ -160,10 +154,7 @@ class Inbox:
         """After ``_stopping`` is set: wake the listener out of its wait by ending its
         connection from this side (it sees the connection end, finds itself stopping and
         returns), then close ours."""
-        with self._listening_lock, contextlib.suppress(OSError, psycopg.Error):
-            if self._listening is not None:
-                with socket.socket(fileno=os.dup(self._listening.fileno())) as sock:
-                    sock.shutdown(socket.SHUT_RDWR)  # the socket itself, not just this fd
+        self._listening.shut_down()
         self._thread.join(RECONNECT_SECONDS + POLL_SECONDS)
         if self._conn is not None:
             self._conn.close()
@@ -242,21 +233,14 @@ class Inbox:
     def _listen(self) -> None:
         while not self._stopping.is_set():
             try:
-                conn = self._connect()
-                try:
-                    with self._listening_lock:  # a close from now on shuts this one down
-                        if self._stopping.is_set():
-                            return
-                        self._listening = conn
+                with self._listening.attached(self._connect()) as conn:
+                    if conn is None:
+                        return
                     conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._sql.channel)))
                     self._token.run_sync_soon(self._wake, "deliver:" + self.node_id)
                     while not self._stopping.is_set():
                         for notify in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
                             self._token.run_sync_soon(self._wake, notify.payload)
-                finally:
-                    with self._listening_lock:  # its socket is never shut down once closed
-                        self._listening = None
-                        conn.close()
             except trio.RunFinishedError:
                 return
             except Exception as exc:

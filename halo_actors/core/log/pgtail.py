@@ -6,14 +6,14 @@ Invariants:
   record past the cursor is read, in seq order, and handed to the trio thread
   (``log._deliver``, which publishes contiguously and drops what it already has);
   a lost notification (a reconnect) delays records but never loses them;
-- any failure reconnects after ``RECONNECT_SECONDS``; only ``stop`` ends the thread.
+- any failure reconnects after ``RECONNECT_SECONDS``; only ``stop`` ends the thread,
+  without asking the server anything (it shuts the tail's socket down: ``pglisten.py``),
+  so a stalled server never holds a close.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -23,6 +23,7 @@ from psycopg import sql
 
 from ..events import Record
 from ..logger import get_logger
+from .pglisten import ListenerSocket
 
 if TYPE_CHECKING:
     from .postgres import PostgresEventLog
@@ -42,6 +43,7 @@ class Tail:
     def __init__(self, event_log: PostgresEventLog) -> None:
         self.log = event_log
         self._stopping = threading.Event()
+        self._listening = ListenerSocket(self._stopping)
         self._thread = threading.Thread(target=self._loop, name="halo-pg-tail", daemon=True)
 
     def start(self) -> None:
@@ -52,7 +54,9 @@ class Tail:
         channel = sql.Identifier(self.log._sql.channel)
         while not self._stopping.is_set():
             try:
-                with self.log._connect(autocommit=True) as conn:
+                with self._listening.attached(self.log._connect(autocommit=True)) as conn:
+                    if conn is None:
+                        return
                     conn.execute(sql.SQL("LISTEN {}").format(channel))
                     self._follow(conn)
             except Exception as exc:
@@ -65,13 +69,10 @@ class Tail:
         cursor = self.log._published_seq
         self._read(conn, cursor)
         node_id = self.log.node_id
-        stop = f"stop:{node_id}"
         while not self._stopping.is_set():
             got = None
             for notify in conn.notifies(timeout=POLL_SECONDS, stop_after=1):
                 got = notify.payload
-            if got == stop:
-                return
             if got is not None:
                 node, _, last = got.partition(":")
                 if node == node_id or not last.isdigit() or int(last) <= cursor:
@@ -96,17 +97,9 @@ class Tail:
                 return cursor
 
     def stop(self) -> None:
-        """Wake the thread out of its wait with a notification meant for it alone, and join
-        it (runs in a worker thread, on the log's reader connection)."""
+        """End the thread's wait by shutting its connection down, and join it."""
         self._stopping.set()
         if self._thread.ident is None:
             return
-        reader = self.log._reader
-        deadline = time.monotonic() + 10
-        while self._thread.is_alive() and time.monotonic() < deadline:
-            if reader is not None and not reader.closed:
-                with contextlib.suppress(psycopg.Error):
-                    reader.execute(
-                        self.log._sql.notify, (self.log._sql.channel, f"stop:{self.log.node_id}")
-                    )
-            self._thread.join(0.2)
+        self._listening.shut_down()
+        self._thread.join(RECONNECT_SECONDS + POLL_SECONDS)

@@ -521,6 +521,6 @@ class PostgresEventLog(LogBase):
         self._queue.put(None)
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(self._writer.join)
-            await trio.to_thread.run_sync(self._tail.stop, limiter=self._read_limiter)
+            await trio.to_thread.run_sync(self._tail.stop)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)

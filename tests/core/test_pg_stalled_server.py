@@ -1,0 +1,90 @@
+"""A PostgreSQL server that stops answering (here: a loopback proxy that stops
+forwarding, as a server under SIGSTOP looks to its clients) never holds a close: the
+log's tail and the inbox's listener are woken without a round trip to it
+(``core/log/pglisten.py``), and neither thread keeps a program alive."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+
+import pg_support
+import pytest
+import trio
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from stall_proxy import StallProxy, stall_proxy
+
+from halo_actors.core.log.inbox import Inbox
+from halo_actors.core.log.postgres import PostgresEventLog
+
+pytestmark = pytest.mark.usefixtures("pg_schemas")
+
+CLOSE_BUDGET = 3.0
+"""Seconds a close may take with the server stalled."""
+WATCHDOG = 20.0
+"""After this long the test lets the server answer again, so a close that waits on it
+fails the test instead of hanging it (closes run shielded)."""
+SETTLE = 0.3
+"""Time for the listening threads to connect and listen before the stall."""
+
+
+@asynccontextmanager
+async def through_stall_proxy(
+    pg_schemas: pg_support.SchemaFactory, *, single_writer: bool = False
+) -> AsyncIterator[tuple[StallProxy, PostgresEventLog]]:
+    """A log on a fresh schema whose every connection goes through a stall proxy."""
+    server = conninfo_to_dict(pg_support.dsn())
+    target = (str(server.get("host") or "127.0.0.1"), int(str(server.get("port") or 5432)))
+    async with stall_proxy(target) as proxy:
+        dsn = make_conninfo(pg_support.dsn(), host="127.0.0.1", port=str(proxy.port))
+        log = await PostgresEventLog.open(dsn, schema=pg_schemas.new(), single_writer=single_writer)
+        try:
+            yield proxy, log
+        finally:
+            proxy.resume()
+            await log.aclose()
+
+
+async def closes_while_stalled(proxy: StallProxy, close: Callable[[], Awaitable[None]]) -> None:
+    """Stall the server, run ``close``, and check it ended in time without the server."""
+    proxy.pause()
+    released = False
+
+    async def watchdog() -> None:
+        nonlocal released
+        await trio.sleep(WATCHDOG)
+        released = True
+        proxy.resume()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watchdog)
+        started = trio.current_time()
+        await close()
+        took = trio.current_time() - started
+        nursery.cancel_scope.cancel()
+    assert not released, "the close waited for the server to answer"
+    assert took < CLOSE_BUDGET, f"the close took {took:.1f} s with the server stalled"
+
+
+async def test_closing_the_inbox_does_not_wait_on_a_stalled_server(
+    pg_schemas: pg_support.SchemaFactory,
+) -> None:
+    with trio.fail_after(60):
+        async with through_stall_proxy(pg_schemas) as (proxy, log), AsyncExitStack() as stack:
+            inbox = await stack.enter_async_context(Inbox.open(log))
+            assert inbox._thread.daemon, "a listener must not keep a program alive"
+            await trio.sleep(SETTLE)
+            await closes_while_stalled(proxy, stack.aclose)
+            assert not inbox._thread.is_alive()
+
+
+@pytest.mark.parametrize("single_writer", [False, True], ids=["shared", "single-writer"])
+async def test_closing_the_log_does_not_wait_on_a_stalled_server(
+    pg_schemas: pg_support.SchemaFactory, single_writer: bool
+) -> None:
+    with trio.fail_after(60):
+        async with through_stall_proxy(pg_schemas, single_writer=single_writer) as (proxy, log):
+            assert log._tail._thread.daemon or log._tail._thread.ident is None
+            await trio.sleep(SETTLE)
+            await closes_while_stalled(proxy, log.aclose)
+            assert not log._tail._thread.is_alive()
