@@ -24,7 +24,10 @@ Every figure is compared with a baseline measured in the same run (STYLE rule 13
 
 Ours runs under ``trio.run``, autogen under ``asyncio.run``, one after the other in
 this process; the turns and fan-out cases run ``--repeat`` times (alternating with
-the peer), the stop case ``--stop-repeat`` times, and the median counts. Log events the runtime emits are counted (and swallowed), not printed.
+the peer), the stop case ``--stop-repeat`` times, and the median counts; the ratio of
+each back-to-back pair is printed (and in the JSON) too, since on a noisy machine its
+spread says how far one run's ratio of medians can be trusted. Log events the runtime
+emits are counted (and swallowed), not printed.
 Human lines first; the last line is one JSON object.
 
     .venv/bin/python scripts/bench_runtime.py [--turns 500] [--fanout 1000]
@@ -618,6 +621,18 @@ def median(values: list[float]) -> float:
 PEER_PACKAGES = ("autogen-core", "langgraph", "langgraph-checkpoint", "langgraph-checkpoint-sqlite")
 
 
+def pair_ratios(ours: list[float], theirs: list[float]) -> list[float]:
+    """``ours[i] / theirs[i]`` for each pair measured back to back (a rate over a rate,
+    or a time over a time inverted by the caller's order): on a noisy machine the spread
+    of these says more than one ratio of medians."""
+    return [round(a / b, 3) for a, b in zip(ours, theirs, strict=True)]
+
+
+def print_pairs(ratios: list[float]) -> None:
+    pairs = " ".join(f"×{r:.2f}" for r in ratios)
+    print(f"      each pair, measured back to back: {pairs} (median ×{median(ratios):.2f})")
+
+
 def peer_versions() -> dict[str, str]:
     """The installed peers' versions: the bench extra pins them from below only, so a new
     venv may measure a newer release than an earlier run did."""
@@ -677,6 +692,8 @@ def bench_turns(n: int, repeat: int, peer_repeat: int, out: dict[str, Any]) -> N
         "autogen_external_rpc_per_s": round(median(ext)),
         "turns_vs_autogen_memory": round(figures["memory"] / base, 3),
         "turns_vs_autogen_sqlite": round(figures["sqlite"] / base, 3),
+        "turns_vs_autogen_memory_pairs": pair_ratios([t.per_second for t in mem], rpc),
+        "turns_vs_autogen_sqlite_pairs": pair_ratios([t.per_second for t in sql], rpc),
     }
     print(
         f"turns ({n} sequential round trips, one session, {mem[0].records_per_turn:g} records/turn):"
@@ -691,6 +708,7 @@ def bench_turns(n: int, repeat: int, peer_repeat: int, out: dict[str, Any]) -> N
             f" first tenth {out[f'turns_{name}_first_tenth_per_s']} /s,"
             f" last tenth {out[f'turns_{name}_last_tenth_per_s']} /s"
         )
+        print_pairs(out[f"turns_vs_autogen_{name}_pairs"])
 
 
 def bench_langgraph_figures(
@@ -738,6 +756,7 @@ def bench_fanout(n: int, repeat: int, out: dict[str, Any]) -> None:
         "fanout_root_turns": ours[0].root_turns,
         "fanout_early_idle": early,
         "tree_fanout_vs_autogen": round(base / mine, 3),
+        "tree_fanout_vs_autogen_pairs": pair_ratios(peer, [f.seconds for f in ours]),
     }
     print(f"tree fan-out ({n} children, one turn each, final reports back to the root):")
     print(f"  autogen: gather of {n} RPCs  {base * 1000:8.1f} ms")
@@ -745,6 +764,7 @@ def bench_fanout(n: int, repeat: int, out: dict[str, Any]) -> None:
         f"  ours, memory log           {mine * 1000:8.1f} ms  autogen/ours ×{base / mine:.2f}"
         f" (target ≥ 1.5); the root ran {ours[0].root_turns} turns"
     )
+    print_pairs(out["tree_fanout_vs_autogen_pairs"])
     print(f"  ours, SQLite log (1 run)   {durable.seconds * 1000:8.1f} ms")
     if early:
         print(f"  ! wait_idle(root) returned {early}× while reports were still on their way")
