@@ -1,7 +1,8 @@
 """A PostgreSQL server that stops answering (here: a loopback proxy that stops
-forwarding, as a server under SIGSTOP looks to its clients) never holds a close: the
-log's tail and the inbox's listener are woken without a round trip to it
-(``core/log/pglisten.py``), and neither thread keeps a program alive."""
+forwarding, as a server under SIGSTOP looks to its clients) never holds a close, nor an
+append for ever: the log's tail and the inbox's listener are woken without a round trip
+to it, a commit is cut at its deadline and the log fails (``core/log/pgcut.py``), and no
+thread of theirs keeps a program alive."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import trio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from stall_proxy import StallProxy, stall_proxy
 
+from halo_actors.core.errors import StoreFailed
+from halo_actors.core.events import TextStreamed
 from halo_actors.core.log.inbox import Inbox
 from halo_actors.core.log.postgres import PostgresEventLog
 
@@ -30,14 +33,22 @@ SETTLE = 0.3
 
 @asynccontextmanager
 async def through_stall_proxy(
-    pg_schemas: pg_support.SchemaFactory, *, single_writer: bool = False
+    pg_schemas: pg_support.SchemaFactory,
+    *,
+    single_writer: bool = False,
+    commit_deadline: float = 30,
 ) -> AsyncIterator[tuple[StallProxy, PostgresEventLog]]:
     """A log on a fresh schema whose every connection goes through a stall proxy."""
     server = conninfo_to_dict(pg_support.dsn())
     target = (str(server.get("host") or "127.0.0.1"), int(str(server.get("port") or 5432)))
     async with stall_proxy(target) as proxy:
         dsn = make_conninfo(pg_support.dsn(), host="127.0.0.1", port=str(proxy.port))
-        log = await PostgresEventLog.open(dsn, schema=pg_schemas.new(), single_writer=single_writer)
+        log = await PostgresEventLog.open(
+            dsn,
+            schema=pg_schemas.new(),
+            single_writer=single_writer,
+            commit_deadline=commit_deadline,
+        )
         try:
             yield proxy, log
         finally:
@@ -45,8 +56,11 @@ async def through_stall_proxy(
             await log.aclose()
 
 
-async def closes_while_stalled(proxy: StallProxy, close: Callable[[], Awaitable[None]]) -> None:
-    """Stall the server, run ``close``, and check it ended in time without the server."""
+@asynccontextmanager
+async def stalled(proxy: StallProxy) -> AsyncIterator[Callable[[], bool]]:
+    """The server stalled for the block, or until ``WATCHDOG`` seconds have passed (then
+    it answers again, so a shielded wait on it ends and fails the test instead of
+    hanging it); yields "did the watchdog have to release it?"."""
     proxy.pause()
     released = False
 
@@ -58,11 +72,17 @@ async def closes_while_stalled(proxy: StallProxy, close: Callable[[], Awaitable[
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watchdog)
+        yield lambda: released
+        nursery.cancel_scope.cancel()
+
+
+async def closes_while_stalled(proxy: StallProxy, close: Callable[[], Awaitable[None]]) -> None:
+    """Stall the server, run ``close``, and check it ended in time without the server."""
+    async with stalled(proxy) as released:
         started = trio.current_time()
         await close()
         took = trio.current_time() - started
-        nursery.cancel_scope.cancel()
-    assert not released, "the close waited for the server to answer"
+    assert not released(), "the close waited for the server to answer"
     assert took < CLOSE_BUDGET, f"the close took {took:.1f} s with the server stalled"
 
 
@@ -88,3 +108,26 @@ async def test_closing_the_log_does_not_wait_on_a_stalled_server(
             await trio.sleep(SETTLE)
             await closes_while_stalled(proxy, log.aclose)
             assert not log._tail._thread.is_alive()
+
+
+@pytest.mark.parametrize("single_writer", [False, True], ids=["shared", "single-writer"])
+async def test_a_commit_to_a_stalled_server_is_cut_at_its_deadline_and_the_log_fails(
+    pg_schemas: pg_support.SchemaFactory, single_writer: bool
+) -> None:
+    deadline = 1.0
+    with trio.fail_after(60):
+        async with through_stall_proxy(
+            pg_schemas, single_writer=single_writer, commit_deadline=deadline
+        ) as (proxy, log):
+            await log.append("s1", TextStreamed(text="before the stall"))
+            async with stalled(proxy) as released:
+                started = trio.current_time()
+                with pytest.raises(StoreFailed):  # its outcome is unknown: never acknowledged
+                    await log.append("s1", TextStreamed(text="during the stall"))
+                took = trio.current_time() - started
+            assert not released(), "the append waited for the server to answer"
+            assert took < deadline * 1.25 + CLOSE_BUDGET, f"the append failed after {took:.1f} s"
+            assert log.failure is not None, "a cut commit fails the log (fail-stop)"
+            with pytest.raises(StoreFailed):
+                await log.append("s1", TextStreamed(text="after the failure"))
+            await closes_while_stalled(proxy, log.aclose)

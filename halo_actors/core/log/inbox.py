@@ -16,7 +16,7 @@ Invariants:
   first looks for the row's id in the tree's log, so no message is logged twice;
 - rows are never deleted here: a settled row is the record of an acknowledgement;
 - closing never waits on the server: the listener is woken by shutting its socket down
-  (``pglisten.py``), and it is a daemon thread, so a program that ends without closing
+  (``pgcut.py``), and it is a daemon thread, so a program that ends without closing
   still exits.
 """
 
@@ -33,7 +33,7 @@ import trio
 from psycopg import sql
 
 from ..logger import get_logger
-from .pglisten import ListenerSocket
+from .pgcut import ListenerSocket
 from .pgschema import ensure_tables
 from .postgres import PostgresEventLog
 

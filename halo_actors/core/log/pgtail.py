@@ -7,7 +7,7 @@ Invariants:
   (``log._deliver``, which publishes contiguously and drops what it already has);
   a lost notification (a reconnect) delays records but never loses them;
 - any failure reconnects after ``RECONNECT_SECONDS``; only ``stop`` ends the thread,
-  without asking the server anything (it shuts the tail's socket down: ``pglisten.py``),
+  without asking the server anything (it shuts the tail's socket down: ``pgcut.py``),
   so a stalled server never holds a close.
 """
 
@@ -23,7 +23,7 @@ from psycopg import sql
 
 from ..events import Record
 from ..logger import get_logger
-from .pglisten import ListenerSocket
+from .pgcut import ListenerSocket
 
 if TYPE_CHECKING:
     from .postgres import PostgresEventLog

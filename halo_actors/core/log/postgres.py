@@ -73,6 +73,7 @@ from .pgcommit import (
     insert_taking_seqs,
     record_body,
 )
+from .pgcut import CommitWatch
 from .pgschema import SCHEMA_NAME, create_schema, tables
 from .pgtail import Tail
 
@@ -90,6 +91,11 @@ WRITER_OPTIONS = "-c idle_in_transaction_session_timeout=3000 -c statement_timeo
 """A writer stalled inside its transaction (SIGSTOP, a frozen VM) holds the head row and
 lease rows locked; the server ends its session after this long so the other nodes go on
 (the stalled node's writer then finds its connection gone and stops)."""
+COMMIT_DEADLINE = 30.0
+"""Seconds after which the writer's commit is cut on the client side (``pgcut.py``): it
+fails as on a lost connection and the log fails (fail-stop). Longer than the server-side
+timeouts above, so it bounds only what they cannot: a server, or a network path to it,
+that stopped answering altogether (without it every append would wait forever)."""
 
 _records_decoder = msgspec.json.Decoder(list[Record])
 _RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
@@ -111,7 +117,14 @@ class PostgresEventLog(LogBase):
     pipelined = False
 
     def __init__(
-        self, dsn: str, schema: str, *, max_event_bytes: int, node_id: str, single_writer: bool
+        self,
+        dsn: str,
+        schema: str,
+        *,
+        max_event_bytes: int,
+        node_id: str,
+        single_writer: bool,
+        commit_deadline: float = COMMIT_DEADLINE,
     ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self.dsn = dsn
@@ -122,6 +135,9 @@ class PostgresEventLog(LogBase):
         self._sql = tables(schema)
         self._queue: queue.SimpleQueue[Pending | Stamped | None] = queue.SimpleQueue()
         self._writer_conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self.commit_deadline = commit_deadline
+        self._watch: CommitWatch | None = None
+        """Cuts a commit past ``commit_deadline`` (made with the writer's connection)."""
         self._writer_error: BaseException | None = None
         """Why the writer stopped early; once set, appends fail at once."""
         self._own_seq = 0
@@ -156,18 +172,25 @@ class PostgresEventLog(LogBase):
         max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
         node_id: str | None = None,
         single_writer: bool = False,
+        commit_deadline: float = COMMIT_DEADLINE,
     ) -> PostgresEventLog:
         """Connect, create the schema's tables if missing, start the writer and the tail.
 
         ``single_writer``: this node is the schema's only writer (pipelined appends);
-        refused with ``StoreFailed`` while any other node writes it, and vice versa."""
+        refused with ``StoreFailed`` while any other node writes it, and vice versa.
+        ``commit_deadline``: seconds after which a commit is cut (``COMMIT_DEADLINE``)."""
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"schema name {schema[:80]!r} must match {SCHEMA_NAME.pattern}")
         node = node_id or f"node-{secrets.token_hex(4)}"
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", node):
             raise InvalidInput(f"node id {node[:80]!r} must be 1-64 of [A-Za-z0-9_.-]")
         log = cls(
-            dsn, schema, max_event_bytes=max_event_bytes, node_id=node, single_writer=single_writer
+            dsn,
+            schema,
+            max_event_bytes=max_event_bytes,
+            node_id=node,
+            single_writer=single_writer,
+            commit_deadline=commit_deadline,
         )
         try:
             last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
@@ -176,6 +199,9 @@ class PostgresEventLog(LogBase):
                 await trio.to_thread.run_sync(log._close_connections)
             raise
         log._resume_from(last_seq, last_ts)
+        assert log._writer_conn is not None, "connected by _prepare"
+        log._watch = CommitWatch(log._writer_conn, commit_deadline, name="halo-pg-commit-watch")
+        log._watch.start()
         log._writer.start()
         if not single_writer:  # nobody else writes: nothing to follow
             log._tail.start()
@@ -308,19 +334,21 @@ class PostgresEventLog(LogBase):
     def _write_loop(self) -> None:
         """The writer thread. Whatever stops it early, no appender is left waiting."""
         batch: list[Pending | Stamped] = []
-        conn = self._writer_conn
-        assert conn is not None, "connected by _prepare"
+        conn, watch = self._writer_conn, self._watch
+        assert conn is not None and watch is not None, "made by open"
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
                 if self.single_writer:  # the queue holds one kind of item per mode
                     stamped = cast(list[Stamped], batch)
-                    self._commit_stamped(conn, stamped)
+                    with watch.watching():
+                        self._commit_stamped(conn, stamped)
                     self._token.run_sync_soon(self._stamped_done, stamped)
                 else:
                     pending = cast(list[Pending], batch)
-                    self._commit(conn, pending)
+                    with watch.watching():
+                        self._commit(conn, pending)
                     self._token.run_sync_soon(self._batch_done, pending)
                 batch = []
                 if stop:
@@ -330,6 +358,7 @@ class PostgresEventLog(LogBase):
         except BaseException as exc:
             self._writer_failed(exc, batch)
         finally:
+            watch.stop()
             conn.close()
 
     def _writer_failed(self, exc: BaseException, batch: list[Pending | Stamped]) -> None:
