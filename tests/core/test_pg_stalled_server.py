@@ -18,6 +18,7 @@ from stall_proxy import StallProxy, stall_proxy
 from halo_actors.core.errors import StoreFailed
 from halo_actors.core.events import TextStreamed
 from halo_actors.core.log.inbox import Inbox
+from halo_actors.core.log.pgcut import ListenerSocket
 from halo_actors.core.log.postgres import PostgresEventLog
 
 pytestmark = pytest.mark.usefixtures("pg_schemas")
@@ -27,8 +28,6 @@ CLOSE_BUDGET = 3.0
 WATCHDOG = 20.0
 """After this long the test lets the server answer again, so a close that waits on it
 fails the test instead of hanging it (closes run shielded)."""
-SETTLE = 0.3
-"""Time for the listening threads to connect and listen before the stall."""
 
 
 @asynccontextmanager
@@ -54,6 +53,12 @@ async def through_stall_proxy(
         finally:
             proxy.resume()
             await log.aclose()
+
+
+async def until_listening(listener: ListenerSocket) -> None:
+    """Until the listener thread has its connection (it connects through the proxy)."""
+    while listener._conn is None:  # noqa: ASYNC110  (set by a thread: no event to wait on)
+        await trio.sleep(0.01)
 
 
 @asynccontextmanager
@@ -93,7 +98,7 @@ async def test_closing_the_inbox_does_not_wait_on_a_stalled_server(
         async with through_stall_proxy(pg_schemas) as (proxy, log), AsyncExitStack() as stack:
             inbox = await stack.enter_async_context(Inbox.open(log))
             assert inbox._thread.daemon, "a listener must not keep a program alive"
-            await trio.sleep(SETTLE)
+            await until_listening(inbox._listening)
             await closes_while_stalled(proxy, stack.aclose)
             assert not inbox._thread.is_alive()
 
@@ -104,8 +109,9 @@ async def test_closing_the_log_does_not_wait_on_a_stalled_server(
 ) -> None:
     with trio.fail_after(60):
         async with through_stall_proxy(pg_schemas, single_writer=single_writer) as (proxy, log):
-            assert log._tail._thread.daemon or log._tail._thread.ident is None
-            await trio.sleep(SETTLE)
+            assert log._tail._thread.daemon, "a tail must not keep a program alive"
+            if not single_writer:  # a single writer follows nobody: no tail
+                await until_listening(log._tail._listening)
             await closes_while_stalled(proxy, log.aclose)
             assert not log._tail._thread.is_alive()
 
