@@ -154,7 +154,7 @@ class NodeOwnership:
         images: tuple[str, ...],
         source: str | None,
         mode: Literal["soft", "hard"],
-    ) -> Literal["started", "queued"]:
+    ) -> tuple[Literal["started", "queued"], int]:
         assert self.forwarding is not None, "set by open_node_supervisor"
         return await self.forwarding.forward(
             session_id, text, images=images, source=source, mode=mode

@@ -75,7 +75,9 @@ class Forwarding:
         images: tuple[str, ...],
         source: str | None,
         mode: Literal["soft", "hard"],
-    ) -> Delivery:
+    ) -> tuple[Delivery, int]:
+        """Store the message for the owner and wait for its outcome: what it did there and
+        the seq of its record (published here too by then)."""
         root = ids.root_of(session_id)
         held = await self.owner.leases.owner(root)
         message = Message(text=text, images=images, source=source, mode=mode)
@@ -85,7 +87,7 @@ class Forwarding:
             kind, _, why = outcome.error.partition(": ")
             raise _REFUSALS.get(kind, SessionUnavailable)(why)
         await self.owner.leases.log.catch_up()  # to the database's head: past our record
-        return "started" if outcome.started else "queued"
+        return ("started" if outcome.started else "queued"), outcome.seq
 
     async def _wait(self, root: str, row: int) -> Outcome:
         deadline = trio.current_time() + FORWARD_WAIT

@@ -43,9 +43,10 @@ class Ownership(Protocol):
         images: tuple[str, ...],
         source: str | None,
         mode: Literal["soft", "hard"],
-    ) -> Literal["started", "queued"]:
+    ) -> tuple[Literal["started", "queued"], int]:
         """Hand a message for a tree another node owns to that node; return once it is
-        durable in the shared log, with what it did there (started a run, or queued)."""
+        durable in the shared log, with what it did there (started a run, or queued)
+        and the seq of its record."""
         ...
 
     async def deleted(self, root: str) -> None:
@@ -78,7 +79,7 @@ class _Local:
         images: tuple[str, ...],
         source: str | None,
         mode: Literal["soft", "hard"],
-    ) -> Literal["started", "queued"]:
+    ) -> tuple[Literal["started", "queued"], int]:
         raise SessionUnavailable("no other node: every tree is this runtime's own")
 
     async def deleted(self, root: str) -> None:

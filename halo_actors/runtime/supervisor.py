@@ -402,6 +402,20 @@ class Supervisor:
         Returns (the acknowledgement) once the message is durable. With a shared log, a
         message for a tree another node owns is forwarded to it (``cluster.py``) and
         acknowledged once it is durable in that node's log."""
+        delivery, _ = await self.send_logged(target, text, images=images, source=source, mode=mode)
+        return delivery
+
+    async def send_logged(
+        self,
+        target: str,
+        text: str,
+        *,
+        images: tuple[str, ...] = (),
+        source: str | None = None,
+        mode: Mode = "soft",
+    ) -> tuple[Delivery, int]:
+        """:meth:`send`, with the seq of the message's record, wherever it was logged (a
+        stream of the run it starts begins right before it)."""
         if self.owner is not LOCAL:  # a runtime alone on its log holds every tree
             try:
                 await self.claim(target, create=False)
@@ -410,10 +424,9 @@ class Supervisor:
                     target, text, images=images, source=source, mode=mode
                 )
         try:
-            delivery, _ = await self.accept(target, text, images=images, source=source, mode=mode)
+            return await self.accept(target, text, images=images, source=source, mode=mode)
         except Fenced:  # this node lost the tree just now (nothing stored): to its new owner
             return await self.owner.forward(target, text, images=images, source=source, mode=mode)
-        return delivery
 
     async def accept(
         self,

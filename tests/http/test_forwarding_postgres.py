@@ -18,7 +18,7 @@ import trio
 from pg_nodes import Cluster, Node
 from psycopg import sql
 from test_serve_postgres import answered, until_records
-from web_client import Frame, SseStream
+from web_client import EventId, Frame, SseStream
 
 pytestmark = pytest.mark.pg
 
@@ -64,6 +64,7 @@ async def test_a_message_sent_to_another_node_is_logged_by_the_owner_before_it_i
     assert rows == [(queued.event["inboxId"], root, queued.seq, True, None)]
     assert queued.epoch == 1
     assert [f.type for f in frames][:1] == ["session"]
+    assert frames[0].id == EventId(queued.seq - 1), "b's stream starts right before the message"
 
 
 async def test_a_message_forwarded_to_a_busy_tree_is_queued_then_answered(

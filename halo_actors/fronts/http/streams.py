@@ -30,9 +30,7 @@ from ...core.access import Access
 from ...core.errors import SubscriptionClosed
 from ...core.events import AgentDone, TextStreamed, TurnCompleted
 from ...core.log import EventFilter, EventLog, Subscription
-from ...runtime.ownership import OwnedElsewhere
 from ...runtime.supervisor import Supervisor
-from ...tools.base import Delivery
 from .frames import (
     Frame,
     MediaFilter,
@@ -163,8 +161,8 @@ class ChatPlan:
     listener registered before. Records of the session logged in between belong to the
     run before it, whose end may be in the session's state before it is durable (and
     published to the listener); its ``complete`` would end this stream before this
-    run showed. A message another node logged (forwarded) has no seq here: its
-    stream starts at the listener's cursor.
+    run showed. A message forwarded to the node that owns its tree is placed the same
+    way: the owner's outcome carries its seq (one shared log).
     """
 
     sup: Supervisor
@@ -185,19 +183,14 @@ class ChatPlan:
             await self.sup.create_session(
                 self.session_id, agent_id=self.agent_id or "default", access=self.access
             )
-        delivery, seq = await self._deliver()
+        delivery, seq = await self.sup.send_logged(
+            self.session_id, self.message, images=self.images
+        )
         if delivery == "queued":
             return [session_frame(sub.cursor, self.session_id), queued_frame(sub.cursor)]
-        self._after = sub.cursor if seq is None else max(sub.cursor, seq - 1)
+        self._after = max(sub.cursor, seq - 1)
         self._sub = sub
         return [session_frame(self._after, self.session_id)]
-
-    async def _deliver(self) -> tuple[Delivery, int | None]:
-        """``send``; with the message's seq when this node logged it (durable now)."""
-        try:
-            return await self.sup.accept(self.session_id, self.message, images=self.images)
-        except OwnedElsewhere:  # forwarded to the owner: its seq is not known here
-            return await self.sup.send(self.session_id, self.message, images=self.images), None
 
     async def pump(self, out: trio.MemorySendChannel[Frame]) -> None:
         if self._sub is not None:
