@@ -197,3 +197,35 @@ async def test_a_resume_right_after_a_complete_gets_the_next_run_not_a_second_co
     assert [f.data for f in resumed.frames[1:]] == [f.data for f in second.frames[1:]]
     assert [f.id for f in resumed.frames[1:]] == [f.id for f in second.frames[1:]]
     assert caught_up.types() == ["session", "complete"]
+
+
+SHADOWED = [
+    # (route, params, headers, error): a valid value in one place, a bad one in the other
+    (
+        "/api/web/subscribe",
+        {"lastEventId": "1.x"},
+        {"last-event-id": "1"},
+        "Invalid lastEventId",
+    ),
+    ("/api/web/tree", {"lastEventId": "x"}, {"last-event-id": "1"}, "Invalid lastEventId"),
+    ("/api/web/history", {"workspace": "{ws}"}, {"x-workspace": "rel/path"}, "absolute path"),
+    ("/api/web/subscribe", {"sessionId": "{sid}"}, {"x-session-id": "../etc"}, "invalid sessionId"),
+]
+
+
+@pytest.mark.parametrize(("route", "params", "headers", "error"), SHADOWED)
+async def test_a_bad_value_is_refused_even_where_a_good_one_takes_precedence(
+    harness: Harness, route: str, params: dict[str, str], headers: dict[str, str], error: str
+) -> None:
+    """Found by the hostile HTTP suite (seed 4000): a ``Last-Event-ID`` header made the
+    ``lastEventId`` query unread, so a malformed one was accepted. Every value given is
+    checked now, the one used and the ones it overrides."""
+    with trio.fail_after(10):
+        async with harness.client(harness.token("full")) as client:
+            chat = await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
+            fill = {"{ws}": str(harness.workspace), "{sid}": str(chat.frames[0].data["sessionId"])}
+            query = {name: fill.get(value, value) for name, value in params.items()}
+            query.setdefault("sessionId", fill["{sid}"])
+            resp = await client.get(route, params=query, headers=headers)
+    assert resp.status_code == 400, (route, resp.status_code, resp.text)
+    assert error in resp.json()["error"]

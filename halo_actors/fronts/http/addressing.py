@@ -87,19 +87,35 @@ def pick(
     name: str,
     header: str,
 ) -> str | None:
-    """An override: body, else query, else header; empty counts as absent."""
-    for value in (body_value, query.get(name), headers.get(header)):
-        if value:
-            return value
-    return None
+    """An override: body, else query, else header; empty counts as absent. A value given
+    in more than one place passes the syntax check of its kind in each (``_SYNTAX``), the
+    ones not used too: bad input is refused wherever it is, never shadowed by good."""
+    given = [v for v in (body_value, query.get(name), headers.get(header)) if v]
+    for shadowed in given[1:]:
+        _SYNTAX[name](shadowed)
+    return given[0] if given else None
+
+
+def _workspace_syntax(raw: str) -> str:
+    if not os.path.isabs(raw) or "\x00" in raw:
+        raise ApiError(400, "workspace must be an absolute path")
+    return raw
+
+
+def _session_id_syntax(raw: str) -> str:
+    if not ids.is_safe_session_id(raw):
+        raise ApiError(400, "invalid sessionId: not a safe session id")
+    return raw
+
+
+_SYNTAX = {"workspace": _workspace_syntax, "sessionId": _session_id_syntax}
 
 
 def resolve_workspace(caller: Caller, raw: str | None) -> str:
     bound = caller.token.workspace
     if raw is None:
         return bound
-    if not os.path.isabs(raw) or "\x00" in raw:
-        raise ApiError(400, "workspace must be an absolute path")
+    _workspace_syntax(raw)
     real = os.path.realpath(raw)
     if real == bound:
         return bound
@@ -111,8 +127,7 @@ def resolve_workspace(caller: Caller, raw: str | None) -> str:
 
 
 def check_session_id(caller: Caller, raw: str) -> str:
-    if not ids.is_safe_session_id(raw):
-        raise ApiError(400, "invalid sessionId: not a safe session id")
+    _session_id_syntax(raw)
     if not caller.may_address(raw):
         raise ApiError(403, NOT_OWNED)
     return raw

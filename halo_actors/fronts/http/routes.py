@@ -201,8 +201,10 @@ async def history(request: Request) -> Response:
 async def subscribe(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    resume = request.headers.get("last-event-id") or request.query_params.get("lastEventId")
-    after = resume_id(resume, "lastEventId")
+    # the header wins, but both are checked: a bad one is refused, never shadowed
+    header = resume_id(request.headers.get("last-event-id"), "lastEventId")
+    asked = resume_id(request.query_params.get("lastEventId"), "lastEventId")
+    after = header if header is not None else asked
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or await front.active.resolve(workspace, caller, sup)

@@ -73,7 +73,10 @@ class TreeTarget:
 async def _target(front: Front, query: Mapping[str, str], headers: Mapping[str, str]) -> TreeTarget:
     """Token, resume id, workspace, then the tree (every refusal before a byte is sent)."""
     caller = await authenticate(front.tokens, headers, query)
-    after = digits(headers.get("last-event-id") or query.get("lastEventId"), "lastEventId") or 0
+    # the header wins, but both are checked: a bad one is refused, never shadowed
+    header = digits(headers.get("last-event-id"), "lastEventId")
+    asked = digits(query.get("lastEventId"), "lastEventId")
+    after = (header if header is not None else asked) or 0
     workspace = await front.workspace(
         caller, pick(None, query, headers, "workspace", "x-workspace")
     )
