@@ -2,8 +2,10 @@
 
 ``pause()`` stops forwarding bytes in both directions while every connection stays
 open (as a server process under SIGSTOP looks from the client: the kernel keeps the
-connection, nothing answers); ``resume()`` forwards what waited. Used to check that a
-client never waits forever on a server that stopped answering.
+connection, nothing answers); ``resume()`` forwards what waited. ``drop_all()`` closes
+every connection through it, as a server restart does (new ones are served). Used to
+check that a client never waits forever on a server that stopped answering, and
+recovers from one that restarted.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ class StallProxy:
         self.port = port
         self._flowing = trio.Event()
         self._flowing.set()
+        self._connections: set[trio.CancelScope] = set()
 
     def pause(self) -> None:
         if self._flowing.is_set():
@@ -28,6 +31,10 @@ class StallProxy:
 
     def resume(self) -> None:
         self._flowing.set()
+
+    def drop_all(self) -> None:
+        for scope in self._connections:
+            scope.cancel()
 
     async def _pipe(self, source: trio.SocketStream, sink: trio.SocketStream) -> None:
         try:
@@ -39,14 +46,18 @@ class StallProxy:
         await sink.aclose()  # one side ended: so does the other direction
 
     async def _serve(self, client: trio.SocketStream, target: tuple[str, int]) -> None:
-        async with client:
+        with trio.CancelScope() as scope:
+            self._connections.add(scope)
             try:
-                upstream = await trio.open_tcp_stream(*target)
+                async with client:
+                    upstream = await trio.open_tcp_stream(*target)
+                    async with upstream, trio.open_nursery() as nursery:
+                        nursery.start_soon(self._pipe, client, upstream)
+                        nursery.start_soon(self._pipe, upstream, client)
             except OSError:
                 return
-            async with upstream, trio.open_nursery() as nursery:
-                nursery.start_soon(self._pipe, client, upstream)
-                nursery.start_soon(self._pipe, upstream, client)
+            finally:
+                self._connections.discard(scope)
 
 
 @asynccontextmanager

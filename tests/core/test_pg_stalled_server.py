@@ -137,3 +137,18 @@ async def test_a_commit_to_a_stalled_server_is_cut_at_its_deadline_and_the_log_f
             with pytest.raises(StoreFailed):
                 await log.append("s1", TextStreamed(text="after the failure"))
             await closes_while_stalled(proxy, log.aclose)
+
+
+async def test_reads_go_on_after_the_server_drops_every_connection(
+    pg_schemas: pg_support.SchemaFactory,
+) -> None:
+    """A server restart closes every connection: the next read is served on a new one
+    (reads are idempotent: a read that finds its connection gone is run again, once)."""
+    with trio.fail_after(60):
+        async with through_stall_proxy(pg_schemas) as (proxy, log):
+            await log.append("s1", TextStreamed(text="stored"))
+            assert [r.event for r in await log.read()] == [TextStreamed(text="stored")]
+            proxy.drop_all()
+            await trio.sleep(0.1)  # the proxy's connections end
+            assert [r.event for r in await log.read()] == [TextStreamed(text="stored")]
+            assert await log.catch_up() >= 1

@@ -51,7 +51,7 @@ import re
 import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import cast
+from typing import TypeVar, cast
 
 import msgspec
 import psycopg
@@ -101,6 +101,8 @@ _records_decoder = msgspec.json.Decoder(list[Record])
 _RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
 """Bytes a record adds around its event and session id (seq and ts at their widest)."""
 log = get_logger("halo_actors.log")
+Conn = psycopg.Connection[tuple[object, ...]]
+T = TypeVar("T")
 
 
 class _WriterBroken(Exception):
@@ -234,6 +236,10 @@ class PostgresEventLog(LogBase):
         row = self._reader.execute(self._sql.head).fetchone()
         assert row is not None, "create_schema inserts the head row"
         return int(row[0]), int(row[1])  # type: ignore[call-overload]
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
 
     def _close_connections(self) -> None:
         for conn in (self._writer_conn, self._reader):
@@ -495,14 +501,12 @@ class PostgresEventLog(LogBase):
 
     async def catch_up(self) -> int:
         self._check_open()
-        reader = self._reader
-        assert reader is not None, "opened by PostgresEventLog.open"
 
-        def head() -> int:
+        def head(reader: Conn) -> int:
             row = reader.execute(self._sql.head).fetchone()
             return int(row[0]) if row else 0  # type: ignore[call-overload]
 
-        last = await trio.to_thread.run_sync(head, limiter=self._read_limiter)
+        last = await self._on_reader(head)
         if last > self._published_seq:
             await self._publish_through(last)
         return self._published_seq
@@ -519,14 +523,12 @@ class PostgresEventLog(LogBase):
     ) -> list[Record]:
         self._check_open()
         query, params = self._sql.select(flt, after_seq, until_seq, limit)
-        reader = self._reader
-        assert reader is not None, "opened by PostgresEventLog.open"
 
-        def run() -> list[Record]:
+        def run(reader: Conn) -> list[Record]:
             bodies = [b for (b,) in reader.execute(query, params)]
             return _records_decoder.decode(b"[" + b",".join(bodies) + b"]")  # type: ignore[arg-type]
 
-        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+        return await self._on_reader(run)
 
     async def query(
         self, statement: sql.Composed, params: Mapping[str, object]
@@ -534,13 +536,34 @@ class PostgresEventLog(LogBase):
         """Run one read-only statement of this schema on the reader connection (listings,
         ``pglisting.py``); its rows."""
         self._check_open()
-        reader = self._reader
-        assert reader is not None, "opened by PostgresEventLog.open"
 
-        def run() -> list[tuple[object, ...]]:
+        def run(reader: Conn) -> list[tuple[object, ...]]:
             return reader.execute(statement, params).fetchall()
 
-        return await trio.to_thread.run_sync(run, limiter=self._read_limiter)
+        return await self._on_reader(run)
+
+    async def _on_reader(self, work: Callable[[Conn], T]) -> T:
+        """``work`` on the reader connection, in a worker thread holding the read limiter.
+        Reads are idempotent, so one that finds its connection gone (the server restarted,
+        or closed it) runs again, once, on a new one: one lost connection costs a
+        reconnect, not every later read (which used to fail until a write failed the log
+        and the front reopened it)."""
+
+        def attempt() -> T:
+            reader = self._reader
+            assert reader is not None, "opened by PostgresEventLog.open"
+            try:
+                return work(reader)
+            except psycopg.OperationalError:
+                if not (reader.broken or reader.closed) or self._closed:
+                    raise
+            log.warning("event_log_reader_reconnecting", schema=self.schema)
+            with contextlib.suppress(psycopg.Error):
+                reader.close()
+            self._reader = self._connect(autocommit=True)
+            return work(self._reader)
+
+        return await trio.to_thread.run_sync(attempt, limiter=self._read_limiter)
 
     async def aclose(self) -> None:
         """Flush queued appends, stop the writer and the tail, close subscriptions."""
@@ -551,5 +574,5 @@ class PostgresEventLog(LogBase):
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(self._writer.join)
             await trio.to_thread.run_sync(self._tail.stop)
-            if self._reader is not None:
-                await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
+            # the reader as it is once no read runs (a read may have replaced it)
+            await trio.to_thread.run_sync(self._close_reader, limiter=self._read_limiter)
