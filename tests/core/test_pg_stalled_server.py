@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import pg_support
+import psycopg
 import pytest
 import trio
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -36,6 +37,7 @@ async def through_stall_proxy(
     *,
     single_writer: bool = False,
     commit_deadline: float = 30,
+    read_deadline: float = 30,
 ) -> AsyncIterator[tuple[StallProxy, PostgresEventLog]]:
     """A log on a fresh schema whose every connection goes through a stall proxy."""
     server = conninfo_to_dict(pg_support.dsn())
@@ -47,6 +49,7 @@ async def through_stall_proxy(
             schema=pg_schemas.new(),
             single_writer=single_writer,
             commit_deadline=commit_deadline,
+            read_deadline=read_deadline,
         )
         try:
             yield proxy, log
@@ -65,7 +68,7 @@ async def until_listening(listener: ListenerSocket) -> None:
 async def stalled(proxy: StallProxy) -> AsyncIterator[Callable[[], bool]]:
     """The server stalled for the block, or until ``WATCHDOG`` seconds have passed (then
     it answers again, so a shielded wait on it ends and fails the test instead of
-    hanging it); yields "did the watchdog have to release it?"."""
+    hanging it); yields "did the watchdog have to release it?". It answers after."""
     proxy.pause()
     released = False
 
@@ -79,6 +82,7 @@ async def stalled(proxy: StallProxy) -> AsyncIterator[Callable[[], bool]]:
         nursery.start_soon(watchdog)
         yield lambda: released
         nursery.cancel_scope.cancel()
+    proxy.resume()
 
 
 async def closes_while_stalled(proxy: StallProxy, close: Callable[[], Awaitable[None]]) -> None:
@@ -152,3 +156,21 @@ async def test_reads_go_on_after_the_server_drops_every_connection(
             await trio.sleep(0.1)  # the proxy's connections end
             assert [r.event for r in await log.read()] == [TextStreamed(text="stored")]
             assert await log.catch_up() >= 1
+
+
+async def test_a_read_from_a_stalled_server_is_cut_at_its_deadline_and_the_next_one_reconnects(
+    pg_schemas: pg_support.SchemaFactory,
+) -> None:
+    deadline = 1.0
+    with trio.fail_after(60):
+        async with through_stall_proxy(pg_schemas, read_deadline=deadline) as (proxy, log):
+            await log.append("s1", TextStreamed(text="stored"))
+            async with stalled(proxy) as released:
+                started = trio.current_time()
+                with pytest.raises(psycopg.OperationalError):
+                    await log.read()
+                took = trio.current_time() - started
+            assert not released(), "the read waited for the server to answer"
+            assert took < deadline * 1.25 + CLOSE_BUDGET, f"the read failed after {took:.1f} s"
+            assert log.failure is None, "a cut read fails alone: the log goes on"
+            assert [r.event for r in await log.read()] == [TextStreamed(text="stored")]

@@ -9,19 +9,20 @@ client-side timeout short of closing the socket. Two threads here must not wait 
   back. :class:`ListenerSocket` lets the closer shut the listener's socket down from
   this side instead: the wait ends with an error, the listener finds itself stopping,
   and returns;
-- the writer inside a commit: :class:`CommitWatch` cuts a commit that runs past its
-  deadline the same way; the commit fails as on a lost connection (its outcome
-  unknown), and the log fails (fail-stop), as it does for a lost connection.
+- the writer inside a commit, a reader inside a read: :class:`CallWatch` cuts a call
+  that runs past its deadline the same way. A cut commit fails as on a lost connection
+  (its outcome unknown) and the log fails (fail-stop); a cut read fails alone, and the
+  next read connects anew.
 
 Invariants:
 - a socket is shut down only while its connection is open: a listener attaches and
-  closes its connection under the lock the closer holds, and a commit is cut only while
-  the writer is inside it (it closes its connection only after), so a descriptor
-  number reused after a close is never touched;
+  closes its connection under the lock the closer holds, and a call is cut only while
+  it is under way on its connection (closed only after), so a descriptor number reused
+  after a close is never touched;
 - a listener that attaches after the close was asked for (``stopping`` set first) is
   told to stop instead of listening;
-- a commit is cut at most once, and only the commit that ran past the deadline (a
-  later one is never cut for an earlier one's time).
+- a call is cut at most once, and only the call that ran past the deadline (a later
+  one is never cut for an earlier one's time).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 
@@ -82,23 +83,27 @@ class ListenerSocket:
                 cut(self._conn)
 
 
-class CommitWatch:
-    """A daemon thread that cuts the writer's commit once it has run ``deadline`` seconds.
+class CallWatch:
+    """A daemon thread that cuts a call on a connection once it has run ``deadline`` seconds.
 
-    The writer wraps each commit in :meth:`watching`; the watch wakes every quarter of the
-    deadline, so a commit is cut between ``deadline`` and 1.25 × ``deadline`` after it
-    began. Nothing is added to a commit but an uncontended lock, twice."""
+    One thread of calls wraps each call in :meth:`watching` (the log's writer its commits,
+    its reads theirs); the watch wakes every quarter of the deadline, so a call is cut
+    between ``deadline`` and 1.25 × ``deadline`` after it began. Nothing is added to a call
+    but an uncontended lock, twice."""
 
-    def __init__(self, conn: Conn, deadline: float, *, name: str) -> None:
+    def __init__(self, deadline: float, *, name: str) -> None:
         self.deadline = deadline
-        self._conn = conn
         self._lock = threading.Lock()
-        self._commit = 0
-        """How many commits began (the one under way, if ``_since`` is set)."""
+        self._calls = 0
+        """How many calls began (the one under way, if ``_since`` is set)."""
         self._since: float | None = None
+        self._conn: Conn | None = None
+        """The connection of the call under way."""
+        self._cut: int | None = None
+        """The number of the last call cut."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-        self.cuts = 0
+        self.what = name
 
     def start(self) -> None:
         self._thread.start()
@@ -107,27 +112,28 @@ class CommitWatch:
         self._stopping.set()
 
     @contextlib.contextmanager
-    def watching(self) -> Iterator[None]:
-        """Around one commit, on the writer thread."""
+    def watching(self, conn: Conn) -> Iterator[Callable[[], bool]]:
+        """Around one call on ``conn`` (open for the whole block); yields "was it cut?"."""
         with self._lock:
-            self._commit += 1
-            self._since = time.monotonic()
+            self._calls += 1
+            call = self._calls
+            self._since, self._conn = time.monotonic(), conn
         try:
-            yield
+            yield lambda: self._cut == call
         finally:
             with self._lock:
-                self._since = None
+                self._since = self._conn = None
 
     def _loop(self) -> None:
-        seen: tuple[int, float | None] = (0, None)
         while not self._stopping.wait(self.deadline / 4):
             with self._lock:
-                since = self._since
-                if since is None or time.monotonic() - since < self.deadline:
+                since, conn = self._since, self._conn
+                if since is None or conn is None or self._cut == self._calls:
+                    continue  # nothing under way, or cut already (its caller is failing it)
+                if time.monotonic() - since < self.deadline:
                     continue
-                if seen == (self._commit, since):
-                    continue  # cut already; the writer is failing it
-                seen = (self._commit, since)
-                log.error("event_log_commit_cut", after_s=round(time.monotonic() - since, 1))
-                self.cuts += 1
-                cut(self._conn)  # the writer is inside the commit: its connection is open
+                self._cut = self._calls
+                log.error(
+                    "event_log_call_cut", call=self.what, after_s=round(time.monotonic() - since, 1)
+                )
+                cut(conn)  # the call is under way: its connection is open

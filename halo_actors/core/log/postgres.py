@@ -73,7 +73,7 @@ from .pgcommit import (
     insert_taking_seqs,
     record_body,
 )
-from .pgcut import CommitWatch
+from .pgcut import CallWatch
 from .pgschema import SCHEMA_NAME, create_schema, tables
 from .pgtail import Tail
 
@@ -96,6 +96,10 @@ COMMIT_DEADLINE = 30.0
 fails as on a lost connection and the log fails (fail-stop). Longer than the server-side
 timeouts above, so it bounds only what they cannot: a server, or a network path to it,
 that stopped answering altogether (without it every append would wait forever)."""
+READ_DEADLINE = 120.0
+"""Seconds after which a read is cut the same way: it fails alone (a long read of a big
+tree is legitimate, hence the margin; the bound is for a server that stopped answering,
+whose reads used to hold their callers, and every read queued behind them, for ever)."""
 
 _records_decoder = msgspec.json.Decoder(list[Record])
 _RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
@@ -127,6 +131,7 @@ class PostgresEventLog(LogBase):
         node_id: str,
         single_writer: bool,
         commit_deadline: float = COMMIT_DEADLINE,
+        read_deadline: float = READ_DEADLINE,
     ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self.dsn = dsn
@@ -138,8 +143,10 @@ class PostgresEventLog(LogBase):
         self._queue: queue.SimpleQueue[Pending | Stamped | None] = queue.SimpleQueue()
         self._writer_conn: psycopg.Connection[tuple[object, ...]] | None = None
         self.commit_deadline = commit_deadline
-        self._watch: CommitWatch | None = None
-        """Cuts a commit past ``commit_deadline`` (made with the writer's connection)."""
+        self._watch = CallWatch(commit_deadline, name="halo-pg-commit-watch")
+        """Cuts a commit past ``commit_deadline``."""
+        self._read_watch = CallWatch(read_deadline, name="halo-pg-read-watch")
+        """Cuts a read past ``read_deadline``."""
         self._writer_error: BaseException | None = None
         """Why the writer stopped early; once set, appends fail at once."""
         self._own_seq = 0
@@ -175,12 +182,14 @@ class PostgresEventLog(LogBase):
         node_id: str | None = None,
         single_writer: bool = False,
         commit_deadline: float = COMMIT_DEADLINE,
+        read_deadline: float = READ_DEADLINE,
     ) -> PostgresEventLog:
         """Connect, create the schema's tables if missing, start the writer and the tail.
 
         ``single_writer``: this node is the schema's only writer (pipelined appends);
         refused with ``StoreFailed`` while any other node writes it, and vice versa.
-        ``commit_deadline``: seconds after which a commit is cut (``COMMIT_DEADLINE``)."""
+        ``commit_deadline``, ``read_deadline``: seconds after which a commit, or a read, is
+        cut (``COMMIT_DEADLINE``, ``READ_DEADLINE``)."""
         if not SCHEMA_NAME.fullmatch(schema):
             raise InvalidInput(f"schema name {schema[:80]!r} must match {SCHEMA_NAME.pattern}")
         node = node_id or f"node-{secrets.token_hex(4)}"
@@ -193,6 +202,7 @@ class PostgresEventLog(LogBase):
             node_id=node,
             single_writer=single_writer,
             commit_deadline=commit_deadline,
+            read_deadline=read_deadline,
         )
         try:
             last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
@@ -201,9 +211,8 @@ class PostgresEventLog(LogBase):
                 await trio.to_thread.run_sync(log._close_connections)
             raise
         log._resume_from(last_seq, last_ts)
-        assert log._writer_conn is not None, "connected by _prepare"
-        log._watch = CommitWatch(log._writer_conn, commit_deadline, name="halo-pg-commit-watch")
         log._watch.start()
+        log._read_watch.start()
         log._writer.start()
         if not single_writer:  # nobody else writes: nothing to follow
             log._tail.start()
@@ -341,19 +350,19 @@ class PostgresEventLog(LogBase):
         """The writer thread. Whatever stops it early, no appender is left waiting."""
         batch: list[Pending | Stamped] = []
         conn, watch = self._writer_conn, self._watch
-        assert conn is not None and watch is not None, "made by open"
+        assert conn is not None, "connected by _prepare"
         try:
             while (first := self._queue.get()) is not None:
                 batch = [first]
                 stop = self._take_more(batch)
                 if self.single_writer:  # the queue holds one kind of item per mode
                     stamped = cast(list[Stamped], batch)
-                    with watch.watching():
+                    with watch.watching(conn):
                         self._commit_stamped(conn, stamped)
                     self._token.run_sync_soon(self._stamped_done, stamped)
                 else:
                     pending = cast(list[Pending], batch)
-                    with watch.watching():
+                    with watch.watching(conn):
                         self._commit(conn, pending)
                     self._token.run_sync_soon(self._batch_done, pending)
                 batch = []
@@ -552,16 +561,19 @@ class PostgresEventLog(LogBase):
         def attempt() -> T:
             reader = self._reader
             assert reader is not None, "opened by PostgresEventLog.open"
-            try:
-                return work(reader)
-            except psycopg.OperationalError:
-                if not (reader.broken or reader.closed) or self._closed:
-                    raise
+            if not reader.closed:
+                try:
+                    with self._read_watch.watching(reader) as was_cut:
+                        return work(reader)
+                except psycopg.OperationalError:
+                    if not reader.broken or self._closed or was_cut():
+                        raise  # a cut read is not run again: the server stopped answering
             log.warning("event_log_reader_reconnecting", schema=self.schema)
             with contextlib.suppress(psycopg.Error):
                 reader.close()
-            self._reader = self._connect(autocommit=True)
-            return work(self._reader)
+            self._reader = reader = self._connect(autocommit=True)
+            with self._read_watch.watching(reader):
+                return work(reader)
 
         return await trio.to_thread.run_sync(attempt, limiter=self._read_limiter)
 
@@ -576,3 +588,4 @@ class PostgresEventLog(LogBase):
             await trio.to_thread.run_sync(self._tail.stop)
             # the reader as it is once no read runs (a read may have replaced it)
             await trio.to_thread.run_sync(self._close_reader, limiter=self._read_limiter)
+            self._read_watch.stop()
