@@ -37,8 +37,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 
 from ..logger import get_logger
-
-Conn = psycopg.Connection[tuple[object, ...]]
+from .pgschema import Conn
 
 log = get_logger("halo_actors.log")
 

@@ -74,7 +74,7 @@ from .pgcommit import (
     record_body,
 )
 from .pgcut import CallWatch
-from .pgschema import SCHEMA_NAME, create_schema, tables
+from .pgschema import SCHEMA_NAME, Conn, create_schema, tables
 from .pgtail import Tail
 
 __all__ = ["DEFAULT_DSN", "PostgresEventLog", "record_body"]
@@ -105,7 +105,6 @@ _records_decoder = msgspec.json.Decoder(list[Record])
 _RECORD_OVERHEAD = len(b'{"seq":,"sessionId":"","ts":,"event":}') + 16 + 13
 """Bytes a record adds around its event and session id (seq and ts at their widest)."""
 log = get_logger("halo_actors.log")
-Conn = psycopg.Connection[tuple[object, ...]]
 T = TypeVar("T")
 
 

@@ -10,6 +10,7 @@ msgspec's message (it names the field, never echoes the input at length).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import Literal, TypeVar
 
 import msgspec
@@ -113,6 +114,19 @@ def digits(value: str | None, name: str) -> int | None:
     if not (value.isascii() and value.isdigit()) or len(value) > MAX_DIGITS:
         raise ApiError(400, f"Invalid {name}")
     return int(value)
+
+
+def resume_after(
+    parse: Callable[[str | None, str], T | None],
+    headers: Mapping[str, str],
+    query: Mapping[str, str],
+) -> T | None:
+    """The resume id of a stream: the ``Last-Event-ID`` header's, else the ``lastEventId``
+    query's, each read with ``parse`` (``digits`` or ``resume_id``). Both are checked when
+    both are given: a malformed one is refused, never shadowed by the other."""
+    header = parse(headers.get("last-event-id"), "lastEventId")
+    asked = parse(query.get("lastEventId"), "lastEventId")
+    return header if header is not None else asked
 
 
 def resume_id(value: str | None, name: str) -> Resume | None:

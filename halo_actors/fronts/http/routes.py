@@ -21,7 +21,16 @@ from ...runtime.supervisor import Supervisor
 from ...tools.files import Workspace
 from .addressing import Caller, check_session_id, own_roots, pick
 from .app import Front, front_of
-from .body import ChatBody, MintBody, StopBody, check_chat, digits, parse_body, resume_id
+from .body import (
+    ChatBody,
+    MintBody,
+    StopBody,
+    check_chat,
+    digits,
+    parse_body,
+    resume_after,
+    resume_id,
+)
 from .commands import command_stream, parse_command
 from .errors import SESSION_NOT_FOUND, ApiError
 from .frames import Frame, complete_frame, session_frame
@@ -201,10 +210,7 @@ async def history(request: Request) -> Response:
 async def subscribe(request: Request) -> Response:
     front = front_of(request)
     caller = await front.caller(request)
-    # the header wins, but both are checked: a bad one is refused, never shadowed
-    header = resume_id(request.headers.get("last-event-id"), "lastEventId")
-    asked = resume_id(request.query_params.get("lastEventId"), "lastEventId")
-    after = header if header is not None else asked
+    after = resume_after(resume_id, request.headers, request.query_params)
     workspace, explicit = await _address(front, request, caller, None, None)
     sup = await front.runtimes.get(workspace, create=False)
     session_id = explicit or await front.active.resolve(workspace, caller, sup)

@@ -46,7 +46,7 @@ from ...core.log import EventFilter, Subscription
 from ...runtime.supervisor import Supervisor
 from .addressing import Caller, authenticate, check_session_id, pick
 from .app import Front, front_of
-from .body import digits
+from .body import digits, resume_after
 from .errors import SESSION_NOT_FOUND, ApiError, error_response
 from .frames import Frame
 from .remote import reader_for
@@ -73,10 +73,7 @@ class TreeTarget:
 async def _target(front: Front, query: Mapping[str, str], headers: Mapping[str, str]) -> TreeTarget:
     """Token, resume id, workspace, then the tree (every refusal before a byte is sent)."""
     caller = await authenticate(front.tokens, headers, query)
-    # the header wins, but both are checked: a bad one is refused, never shadowed
-    header = digits(headers.get("last-event-id"), "lastEventId")
-    asked = digits(query.get("lastEventId"), "lastEventId")
-    after = (header if header is not None else asked) or 0
+    after = resume_after(digits, headers, query) or 0
     workspace = await front.workspace(
         caller, pick(None, query, headers, "workspace", "x-workspace")
     )
