@@ -1,4 +1,5 @@
-"""Faults injected at the SQLite log's writer: its real connection, wrapped.
+"""Faults injected at the SQLite log's writer: its real connection, wrapped, and its
+journal's writes (``journal_faults``).
 
 The ``writer_connection`` fixture (import it into a test module) hands every writer
 thread a :class:`FlakyConnection`; a test arms the faults it needs. A *commit* is a
@@ -9,13 +10,16 @@ stored, as a failed ``COMMIT`` rolls back.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from halo_actors.core.log import journal
 from halo_actors.core.log import sqlite as sqlite_log
 
 WRITER = "halo-log-writer"
@@ -78,3 +82,34 @@ def writer_connection(monkeypatch: pytest.MonkeyPatch) -> list[FlakyConnection]:
 
     monkeypatch.setattr(sqlite_log, "_connect", connect)
     return made
+
+
+class JournalFaults:
+    """Faults armed for the journal writes of every log opened while the ``journal_faults``
+    fixture is active: each armed error tears the next frame (half of it is written, for
+    real, as a full disk leaves it) and raises."""
+
+    def __init__(self) -> None:
+        self.fails: list[BaseException] = []
+        self.torn = 0
+        """How many frames were torn."""
+
+
+@pytest.fixture
+def journal_faults(monkeypatch: pytest.MonkeyPatch) -> JournalFaults:
+    faults = JournalFaults()
+
+    class FlakyJournal(journal.Journal):
+        def write(self, first_seq: int, last_seq: int, rows: list[bytes]) -> None:
+            if not faults.fails:
+                super().write(first_seq, last_seq, rows)
+                return
+            payload = journal.ROW_SEPARATOR.join(rows)
+            header = journal.HEADER.pack(len(payload), zlib.crc32(payload), first_seq, last_seq)
+            frame = header + payload
+            os.write(self._fd, frame[: len(frame) // 2])
+            faults.torn += 1
+            raise faults.fails.pop(0)
+
+    monkeypatch.setattr(sqlite_log, "Journal", FlakyJournal)
+    return faults

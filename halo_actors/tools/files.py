@@ -74,8 +74,9 @@ __all__ = [
 ]
 
 HALO_DIR = ".halo"  # runtime state under a workspace root; never reachable, at any depth
-EVENT_LOG_NAMES = re.compile(r"events\.db(?:-wal|-shm|-journal)?")
-"""Event-log database files (SQLite and its side files): hidden wherever they lie."""
+EVENT_LOG_NAMES = re.compile(r"events\.db(?:-wal|-shm|-journal|-halo-journal)?")
+"""Event-log database files (SQLite, its side files and the log's own journal): hidden
+wherever they lie."""
 
 _HIDDEN = "path is not accessible"
 

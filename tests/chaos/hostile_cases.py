@@ -66,6 +66,7 @@ def traversal_paths(secret: Path) -> list[str]:
         ".halo/events.db",
         ".halo/events.db-wal",
         ".halo/events.db-shm",
+        ".halo/events.db-halo-journal",
         "./.halo/events.db",
         "out/../.halo/events.db",
         "dangling",

@@ -23,6 +23,7 @@ import trio
 from halo_actors.core.events import TextStreamed, decode_records
 from halo_actors.core.log import SqliteEventLog
 from halo_actors.core.log.index import fold_index
+from halo_actors.core.log.journal import journal_path, read_rows
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 KILLS = 12
@@ -96,6 +97,7 @@ async def test_sigkill_never_loses_an_acknowledged_append_nor_reuses_a_seq(tmp_p
     high_water = 0  # the largest seq known stored (acknowledged or probed) so far
     last_ts = 0
     acknowledged_total = 0
+    recovered_total = 0  # records a reopen found only in the journal (indexed on open)
 
     with trio.fail_after(BUDGET):
         for run in range(KILLS):
@@ -105,8 +107,15 @@ async def test_sigkill_never_loses_an_acknowledged_append_nor_reuses_a_seq(tmp_p
             assert len(set(acked)) == len(acked), f"{where}: the writer was given a seq twice"
             assert all(seq > high_water for seq in acked), f"{where}: an old seq was reused"
 
+            indexed = await trio.to_thread.run_sync(stored_seqs, db) if db.exists() else []
+            journaled = [
+                r.seq for rows, _ in read_rows(journal_path(db), len(indexed)) for r in rows
+            ]
+            assert journaled == list(range(len(indexed) + 1, len(indexed) + len(journaled) + 1))
+            recovered_total += len(journaled)
             log = await SqliteEventLog.open(db)
             try:
+                assert journal_path(db).stat().st_size == 0, f"{where}: the journal was not cut"
                 stored = await trio.to_thread.run_sync(stored_seqs, db)
                 assert set(acked) <= set(stored), (
                     f"{where}: lost {sorted(set(acked) - set(stored))[:10]}"
@@ -131,9 +140,13 @@ async def test_sigkill_never_loses_an_acknowledged_append_nor_reuses_a_seq(tmp_p
                     f"{where}: next seq {probe.seq} reuses or skips"
                 )
                 assert probe.seq > max(acked, default=0)
-                print(f"run {run}: {len(acked)} acknowledged, {len(stored)} stored in all")
+                print(
+                    f"run {run}: {len(acked)} acknowledged, {len(stored)} stored in all,"
+                    f" {len(journaled)} of them recovered from the journal"
+                )
                 high_water, last_ts = probe.seq, probe.ts
             finally:
                 await log.aclose()
 
     assert acknowledged_total > 0, f"seed {seed}: the writer never acknowledged anything"
+    assert recovered_total > 0, f"seed {seed}: no kill left records only in the journal"

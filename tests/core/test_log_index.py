@@ -242,23 +242,27 @@ async def test_the_table_is_written_behind_its_records_and_a_reader_folds_the_ta
         log = await SqliteEventLog.open(db)
         try:
             records = await tell(log)
+            await log.wait_indexed()  # SQLite holds them, not only the journal
             assert table_and_mark(db) == ({}, 0)  # a few records: the table has not moved
             await assert_index_is_the_fold(log, records)
 
             for _ in range(MARK_ROWS // 50):  # past MARK_ROWS: the table catches up
                 log.append_nowait(SID, *(AgentDone() for _i in range(50)))
                 await log.wait_durable(log.stamped_seq)
+            await log.wait_indexed()
             rows, mark = table_and_mark(db)
             assert mark > records[-1].seq
             assert rows[SID] == mark  # the last record up to the mark was SID's
             log.append_nowait(f"{SID}>kid_1", AgentDone())
             await log.wait_durable(log.stamped_seq)
+            await log.wait_indexed()
             assert table_and_mark(db)[1] == mark
             await assert_index_is_the_fold(log, await log.read())
 
             for i in range(MARK_SESSIONS):  # many sessions touched: the table catches up
                 log.append_nowait(f"cli_1700000000000_{i:08x}", SessionCreated(agent_id="a"))
             await log.wait_durable(log.stamped_seq)
+            await log.wait_indexed()
             rows, mark = table_and_mark(db)
             assert mark == log.last_seq and rows.keys() == fold_index(await log.read()).keys()
             log.append_nowait(SID, AgentDone())

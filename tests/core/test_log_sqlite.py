@@ -18,6 +18,7 @@ from halo_actors.core.ids import root_of
 from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.core.log.filter import EVERYTHING
+from halo_actors.core.log.journal import journal_path
 from halo_actors.core.log.sqlite import Synchronous
 
 BUDGET = 10.0
@@ -204,31 +205,82 @@ async def test_a_producer_done_with_a_group_of_its_own_records_alone_flushes_it_
             await log.aclose()
 
 
-async def test_a_small_commit_someone_waits_for_runs_on_the_trio_thread_a_stream_on_the_writer(
+async def test_a_commit_is_one_journal_write_and_sqlite_indexes_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Rule (inline commits): a small group someone waits for, while the writer thread
-    holds nothing, is committed on the trio thread; appends nobody waits for go to the
-    writer thread (which commits while the next ones are stamped). Both count toward the
-    WAL checkpoints."""
-    monkeypatch.setattr(sqlite_log, "CHECKPOINT_PAGES", 20)
+    """Rule (journal): a flushed group is durable, and published, once one frame of it is
+    written to the journal; SQLite indexes it behind, ``INDEX_BATCH`` records at a time,
+    on the trio thread (a burst past ``INLINE_INDEX_MAX`` on the writer thread). Reads
+    see every published record wherever it is. Index commits count toward the WAL
+    checkpoints."""
+    monkeypatch.setattr(sqlite_log, "CHECKPOINT_PAGES", 5)
+    monkeypatch.setattr(sqlite_log, "INDEX_BATCH", 30)
+    monkeypatch.setattr(sqlite_log, "INLINE_INDEX_MAX", 40)
+    db = db_path(tmp_path)
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(db_path(tmp_path))
+        log = await SqliteEventLog.open(db)
         try:
-            await log.append("a", text("a"))  # the writer thread has connected since
-            before, inline_before = log.commits, log.inline_commits
+            while log._conn is None:  # noqa: ASYNC110 - the writer thread connects on its own
+                await trio.sleep(0.001)  # (before, groups go to it unjournaled)
+            await log.append("a", text("a"))
+            before = log.commits
             for i in range(10):
                 await log.append("a", text(f"a{i}"))
-            assert log.inline_commits - inline_before == log.commits - before == 10
-            stream = [log.append_nowait("b", text(f"b{i}"))[0] for i in range(50)]
-            while log.last_seq < stream[-1].seq:  # noqa: ASYNC110 - nobody waits for them
-                await trio.sleep(0.001)
-            assert log.inline_commits - inline_before == 10 < log.commits - before
+            assert log.commits - before == 10
+            assert log.index_commits == 0 and stored_rows(db) == 0  # all in the journal
+            assert labels(await log.read()) == ["a", *(f"a{i}" for i in range(10))]
+            for i in range(30):  # past INDEX_BATCH: indexed right there, on the trio thread
+                await log.append("a", text(f"b{i}"))
+            assert log.inline_commits == log.index_commits == 1
+            assert stored_rows(db) == 30  # the first INDEX_BATCH; the rest wait
+            burst = log.append_nowait("b", *(text(f"c{i}") for i in range(60)))
+            await log.wait_durable(burst[-1].seq)  # one frame, too big to index here
+            assert await log.wait_indexed()
+            assert log.inline_commits == 1 and log.index_commits == 2
             while log.checkpoints == 0:  # noqa: ASYNC110 - the checkpointer's own thread
                 await trio.sleep(0.001)
-            assert [r.seq for r in await log.read()] == list(range(1, 62))
+            assert [r.seq for r in await log.read()] == list(range(1, 102))
         finally:
             await log.aclose()
+
+
+async def test_the_journal_is_cut_once_all_of_it_is_indexed_and_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rule (journal cut): a journal that reached ``JOURNAL_CUT_BYTES`` takes no more
+    frames; the next groups go to SQLite unjournaled (published once committed), behind
+    what the journal holds; once all of it is indexed and the WAL synced, the journal is
+    emptied and frames resume. Nothing is lost or reordered across a cut, and it never
+    holds more than its limit and one frame."""
+    monkeypatch.setattr(sqlite_log, "JOURNAL_CUT_BYTES", 4_096)
+    monkeypatch.setattr(sqlite_log, "INDEX_BATCH", 5)
+    db = db_path(tmp_path)
+    journal = journal_path(db)
+    with trio.fail_after(BUDGET):
+        log = await SqliteEventLog.open(db)
+        try:
+            await log.append("a", text("first"))  # the writer thread is up after this
+            sizes, cuts = [], 0
+            for i in range(100):
+                await log.append("a", text(f"{i}:" + "x" * 400))
+                sizes.append(journal.stat().st_size)
+                cuts += len(sizes) > 1 and sizes[-1] < sizes[-2]
+            assert cuts >= 5 and max(sizes) < 4_096 + 1_024
+            assert log.commits > log.index_commits > 0
+            assert labels(await log.read())[1:] == [f"{i}:" + "x" * 400 for i in range(100)]
+        finally:
+            await log.aclose()
+        assert journal.stat().st_size == 0  # a clean close indexes and cuts it
+        log = await SqliteEventLog.open(db)
+        try:
+            assert [r.seq for r in await log.read()] == list(range(1, 102))
+        finally:
+            await log.aclose()
+
+
+def stored_rows(db: Path) -> int:
+    with sqlite3.connect(db) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM batches").fetchone()[0])
 
 
 async def test_close_commits_every_append_it_accepted(tmp_path: Path) -> None:
@@ -332,20 +384,22 @@ async def test_a_sessions_appends_of_one_pass_are_one_row_and_reads_cut_rows_any
     """One row a batch: the appends of one session with no other session's between, in
     one scheduler pass, at most ``BATCH_MAX_RECORDS`` records a row (a longer append is
     split). Every read bound (``after_seq``, ``until_seq``, ``limit``, kinds) may fall
-    inside a row: the reads answer as if each record were a row of its own."""
+    inside a row: the reads answer as if each record were a row of its own, whether the
+    records are only in the journal, indexed in SQLite, or some of each."""
     cap = sqlite_log.BATCH_MAX_RECORDS
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(db_path(tmp_path))
         try:
-            log.append_nowait("s1", text("a"), text("b"))
-            log.append_nowait("s1", Notified(text="c"), text("d"))  # the same batch
-            log.append_nowait("s1>x", text("e"))  # another session: a row of its own
-            log.append_nowait("s1", *(text(f"long{i}") for i in range(cap + 5)))  # two rows
-            log.append_nowait("s1", text("f"))  # joins the short second row
+            stamped = log.append_nowait("s1", text("a"), text("b"))
+            stamped += log.append_nowait("s1", Notified(text="c"), text("d"))  # the same batch
+            stamped += log.append_nowait("s1>x", text("e"))  # another session: its own row
+            stamped += log.append_nowait("s1", *(text(f"long{i}") for i in range(cap + 5)))
+            stamped += log.append_nowait("s1", text("f"))  # joins the short second row
             await log.wait_durable(log.stamped_seq)
-            log.append_nowait("s1", text("g"))  # the next pass: a row of its own
+            stamped += log.append_nowait("s1", text("g"))  # the next pass: a row of its own
             await log.wait_durable(log.stamped_seq)
-            everything = await log.read()
+            await check_reads(log, stamped, cap)  # all of them in the journal only
+            assert await log.wait_indexed()
             with sqlite3.connect(db_path(tmp_path)) as conn:
                 rows = conn.execute("SELECT first_seq, seq, session_id FROM batches").fetchall()
             assert rows == [
@@ -355,28 +409,43 @@ async def test_a_sessions_appends_of_one_pass_are_one_row_and_reads_cut_rows_any
                 (6 + cap, 11 + cap, "s1"),
                 (12 + cap, 12 + cap, "s1"),
             ]
-            assert [r.seq for r in everything] == list(range(1, 13 + cap))
-            filters = (
-                EVERYTHING,
-                EventFilter(session_id="s1"),
-                EventFilter(tree="s1"),
-                EventFilter(session_id="s1", kinds=frozenset({"notification"})),
-                EventFilter(kinds=frozenset({"stream"})),
-            )
-            for flt in filters:
-                want = [r for r in everything if flt.matches(r)]
-                for after in (0, 1, 3, 4, 5, 6, 30, cap + 7):
-                    for until in (None, 2, 4, 7, cap + 6, cap + 11):
-                        got = await log.read(flt, after_seq=after, until_seq=until)
-                        assert got == [
-                            r for r in want if r.seq > after and (until is None or r.seq <= until)
-                        ], (flt, after, until)
-                    for limit in (0, 1, 3, cap + 1):
-                        got = await log.read(flt, after_seq=after, limit=limit)
-                        assert got == [r for r in want if r.seq > after][:limit], (flt, limit)
-                assert log.read_session_sync("s1") == await log.read(EventFilter(session_id="s1"))
+            await check_reads(log, stamped, cap)  # all of them in SQLite
+            stamped += log.append_nowait("s1", text("h"), Notified(text="i"))
+            stamped += log.append_nowait("s1>x", text("j"))
+            await log.wait_durable(log.stamped_seq)
+            await check_reads(log, stamped, cap)  # some in SQLite, the rest in the journal
+            beside = await SqliteEventLog.open(db_path(tmp_path), read_only=True)
+            try:  # another process's view: the file's journal read beside SQLite
+                assert beside.last_seq == log.last_seq
+                await check_reads(beside, stamped, cap)
+            finally:
+                await beside.aclose()
         finally:
             await log.aclose()
+
+
+async def check_reads(log: SqliteEventLog, stamped: list[Record], cap: int) -> None:
+    """Every read of ``log`` answers as ``stamped`` (everything appended) filtered."""
+    assert await log.read() == stamped
+    filters = (
+        EVERYTHING,
+        EventFilter(session_id="s1"),
+        EventFilter(tree="s1"),
+        EventFilter(session_id="s1", kinds=frozenset({"notification"})),
+        EventFilter(kinds=frozenset({"stream"})),
+    )
+    for flt in filters:
+        want = [r for r in stamped if flt.matches(r)]
+        for after in (0, 1, 3, 4, 5, 6, 30, cap + 7, cap + 12):
+            for until in (None, 2, 4, 7, cap + 6, cap + 11, cap + 13):
+                got = await log.read(flt, after_seq=after, until_seq=until)
+                assert got == [
+                    r for r in want if r.seq > after and (until is None or r.seq <= until)
+                ], (flt, after, until)
+            for limit in (0, 1, 3, cap + 1):
+                got = await log.read(flt, after_seq=after, limit=limit)
+                assert got == [r for r in want if r.seq > after][:limit], (flt, limit)
+    assert log.read_session_sync("s1") == [r for r in stamped if r.session_id == "s1"]
 
 
 TREE_SESSIONS = ("t1", "t1>a", "t1>a>x", "t2", "t1>b", "t2>c")

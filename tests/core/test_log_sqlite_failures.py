@@ -4,8 +4,11 @@ A commit that raises anything stops the writer: that batch, everything queued
 behind it and every later append fail with ``StoreFailed``; nothing past the last
 good commit is ever published, read back or recovered, and no appender or waiter is
 left waiting (``append`` waits under a shield, so a hang there could never be
-cancelled). The faults are injected by handing the writer a connection that raises
-(the real one, wrapped: ``sqlite_faults``).
+cancelled). A commit is a journal write (the default), or an SQLite commit where there
+is no journal (``synchronous`` FULL: ``UNJOURNALED``); a failed *index* commit (SQLite
+taking what the journal holds) stops the log too but loses nothing published. The
+faults are injected by handing the writer a connection that raises (the real one,
+wrapped) or by tearing a journal frame (``sqlite_faults``).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from sqlite_faults import WRITER, FlakyConnection, writer_connection
+from sqlite_faults import WRITER, FlakyConnection, JournalFaults, journal_faults, writer_connection
 
 from halo_actors.core.errors import StoreClosed, StoreFailed, SubscriptionClosed
 from halo_actors.core.events import Record, TextStreamed
@@ -24,9 +27,11 @@ from halo_actors.core.log import EventFilter, SqliteEventLog
 from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.core.log.index import fold_index
 
-__all__ = ["writer_connection"]  # a fixture, used by name
+__all__ = ["journal_faults", "writer_connection"]  # fixtures, used by name
 
 BUDGET = 10.0
+UNJOURNALED: sqlite_log.Synchronous = "FULL"
+"""A log with no journal: an SQLite commit is what makes its appends durable."""
 
 
 def text(label: str) -> TextStreamed:
@@ -57,16 +62,26 @@ async def wait_for_writer(made: list[FlakyConnection]) -> FlakyConnection:
     return made[0]
 
 
+@pytest.mark.parametrize("commit", ["journal write", "sqlite commit"])
 async def test_a_commit_failing_with_any_error_stops_the_log_fail_stop(
-    tmp_path: Path, writer_connection: list[FlakyConnection]
+    tmp_path: Path,
+    writer_connection: list[FlakyConnection],
+    journal_faults: JournalFaults,
+    commit: str,
 ) -> None:
     """Fail-stop: "after a failed commit every later append fails"."""
+    journaled = commit == "journal write"
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(tmp_path / "events.db")
+        log = await SqliteEventLog.open(
+            tmp_path / "events.db", synchronous="NORMAL" if journaled else UNJOURNALED
+        )
         try:
             (kept,) = await log.append("a", text("kept"))
             conn = await wait_for_writer(writer_connection)
-            conn.insert_fails.append(RuntimeError("not an sqlite3 error"))
+            if journaled:
+                journal_faults.fails.append(RuntimeError("not an sqlite3 error"))
+            else:
+                conn.insert_fails.append(RuntimeError("not an sqlite3 error"))
             with pytest.raises(StoreFailed, match="not an sqlite3 error"):
                 await log.append("a", text("lost"))
             with pytest.raises(StoreFailed):
@@ -81,23 +96,32 @@ async def test_a_commit_failing_with_any_error_stops_the_log_fail_stop(
             await log.aclose()
 
 
+@pytest.mark.parametrize("commit", ["journal write", "sqlite commit"])
 async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen_recovers(
-    tmp_path: Path, writer_connection: list[FlakyConnection]
+    tmp_path: Path,
+    writer_connection: list[FlakyConnection],
+    journal_faults: JournalFaults,
+    commit: str,
 ) -> None:
-    """An I/O error at the writer's COMMIT: no reader (read, subscription, ``last_seq``)
-    ever sees the lost suffix; waiters fail instead of hanging; the reopened file holds
-    the durable prefix, and numbering goes on after it."""
+    """An I/O error at the commit (a full disk tearing the journal's frame, or SQLite's
+    COMMIT where there is no journal): no reader (read, subscription, ``last_seq``) ever
+    sees the lost suffix; waiters fail instead of hanging; the reopened file holds the
+    durable prefix (a torn frame is dropped), and numbering goes on after it."""
+    journaled = commit == "journal write"
     path = tmp_path / "events.db"
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(path)
+        log = await SqliteEventLog.open(path, synchronous="NORMAL" if journaled else UNJOURNALED)
         seen: list[Record] = []
         try:
             durable = await log.append("a", text("d1"), text("d2"))
             conn = await wait_for_writer(writer_connection)
             async with log.subscribe(EventFilter(tree="a")) as sub:
-                conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+                if journaled:
+                    journal_faults.fails.append(OSError(28, "No space left on device"))
+                else:
+                    conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
                 lost = [log.append_nowait("a", text(f"p{i}")) for i in range(20)]
-                with pytest.raises(StoreFailed, match="disk I/O error"):
+                with pytest.raises(StoreFailed, match=r"No space left|disk I/O error"):
                     await log.wait_durable(lost[-1][0].seq)
                 with pytest.raises(SubscriptionClosed):
                     async for record in sub:
@@ -109,42 +133,45 @@ async def test_records_queued_behind_a_failed_commit_are_never_seen_and_a_reopen
                 await log.wait_durable(lost[0][0].seq)
         finally:
             await log.aclose()
+        assert journal_faults.torn == journaled
         await assert_a_reopen_recovers(path, durable)
 
 
-async def test_an_inline_commit_that_fails_stops_the_log_like_the_writers_fail_stop(
-    tmp_path: Path, writer_connection: list[FlakyConnection]
+@pytest.mark.parametrize("thread", ["trio thread", "writer thread"])
+async def test_an_index_commit_that_fails_stops_the_log_and_loses_nothing_published(
+    tmp_path: Path,
+    writer_connection: list[FlakyConnection],
+    monkeypatch: pytest.MonkeyPatch,
+    thread: str,
 ) -> None:
-    """Fail-stop, for a commit run on the trio thread (inline: small, awaited, the writer
-    idle): the same as the writer's own: nothing past the last good commit is published,
-    every waiter and later append fails with ``StoreFailed``, the writer thread stops, and
-    a reopen recovers the durable prefix."""
+    """Fail-stop, for SQLite failing to index what the journal holds (inline on the trio
+    thread, or a burst on the writer thread): every later append fails with
+    ``StoreFailed``, the writer thread stops; but what was published stays published (it
+    is durable, in the journal): reads still serve it, and a reopen indexes it."""
+    if thread == "writer thread":
+        monkeypatch.setattr(sqlite_log, "INLINE_INDEX_MAX", 0)
     path = tmp_path / "events.db"
     with trio.fail_after(BUDGET):
         log = await SqliteEventLog.open(path)
-        seen: list[Record] = []
         try:
-            durable = await log.append("a", text("d1"))
+            published = await log.append("a", text("d1"))
             conn = await wait_for_writer(writer_connection)
-            durable += await log.append("a", text("d2"))
-            assert log.inline_commits >= 1
-            async with log.subscribe(EventFilter(tree="a")) as sub:
-                conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
-                with pytest.raises(StoreFailed, match="disk I/O error"):
-                    await log.append("a", text("lost"))
-                assert conn.committed_on[-1] != WRITER  # the failing commit was inline
-                with pytest.raises(SubscriptionClosed):
-                    async for record in sub:
-                        seen.append(record)
-            assert seen == durable
-            with pytest.raises(StoreFailed):
+            published += await log.append("a", text("d2"), text("d3"))
+            published += await log.append("a>b", text("d4"))
+            conn.commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+            assert not await log.wait_indexed()  # it never will be, in this process
+            assert conn.committed_on[-1] == (WRITER if thread == "writer thread" else "MainThread")
+            with pytest.raises(StoreFailed, match="disk I/O error"):
                 log.append_nowait("a", text("later"))
-            assert log.last_seq == durable[-1].seq
-            assert await log.read() == durable
+            assert log.last_seq == published[-1].seq
+            assert await log.read() == published
+            assert log.read_session_sync("a") == published[:3]
+            index = {s.session_id: s for s in await log.session_index()}
+            assert index == fold_index(published)  # folded from the reads
             await trio.to_thread.run_sync(log._writer.join)  # the writer thread stopped
         finally:
             await log.aclose()
-        await assert_a_reopen_recovers(path, durable)
+        await assert_a_reopen_recovers(path, published)
 
 
 async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(
@@ -153,12 +180,11 @@ async def test_appends_staged_while_a_commit_fails_are_never_committed_or_seen(
     """Fail-stop with staged appends: records stamped while the writer's commit fails
     (staged on the trio thread, not handed to the writer yet) are dropped with the failed
     batch: never committed, never published; their waiters fail; a reopen holds the
-    durable prefix only. (Every commit goes through the writer thread here: the armed
-    COMMIT blocks its thread until released.)"""
-    monkeypatch.setattr(sqlite_log, "INLINE_MAX_ROWS", 0)
+    durable prefix only. (No journal here: every commit goes through the writer thread,
+    and the armed COMMIT blocks its thread until released.)"""
     path = tmp_path / "events.db"
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(path)
+        log = await SqliteEventLog.open(path, synchronous=UNJOURNALED)
         try:
             durable = await log.append("a", text("d1"))
             conn = await wait_for_writer(writer_connection)
@@ -230,7 +256,7 @@ async def test_a_writer_whose_rollback_fails_too_fails_queued_and_later_appends(
             outcomes.append("failed")
 
     with trio.fail_after(BUDGET):
-        log = await SqliteEventLog.open(tmp_path / "events.db")
+        log = await SqliteEventLog.open(tmp_path / "events.db", synchronous=UNJOURNALED)
         try:
             (first,) = await log.append("a", text("before"))
             conn = await wait_for_writer(writer_connection)

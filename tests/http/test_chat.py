@@ -12,6 +12,7 @@ import trio
 from web_client import Harness, SseRead, sse, wait_until
 
 from halo_actors.core.events import CLIENT_KINDS, FRAME_ONLY_KINDS
+from halo_actors.core.log import sqlite as sqlite_log
 from halo_actors.fronts.http.frames import Frame
 from halo_actors.fronts.http.streams import ChatPlan, RunPlan
 
@@ -203,13 +204,16 @@ async def test_every_frame_a_chat_streams_matches_the_documented_frame_schema(
 
 
 async def test_a_chat_that_starts_a_run_streams_that_run_not_the_end_of_the_one_before(
-    harness: Harness,
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rule: a chat that starts a run streams that run, to its own terminal ``complete``.
     The run before may have ended in the session's state while its closing records are
     not durable yet (pipelined appends); they are published after the chat's listener
     registered, and their ``complete`` must not end the new run's stream. So the stream
-    starts right before the message's own record, and its ``session`` frame says so."""
+    starts right before the message's own record, and its ``session`` frame says so.
+    (With no journal, as when it is being cut: the run's end then waits for the writer
+    thread's commit, the window this rule is about.)"""
+    monkeypatch.setattr(sqlite_log, "JOURNAL_CUT_BYTES", 0)
     with trio.fail_after(10):
         sup = await harness.sup()
         sid = await sup.create_session()
@@ -241,11 +245,12 @@ async def every_frame(plan: ChatPlan | RunPlan) -> list[Frame]:
 
 
 async def test_a_compaction_a_command_starts_streams_that_run_not_the_end_of_the_one_before(
-    harness: Harness,
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rule: the stream of a run a command starts (``/compact``) begins at the session's
     last record when the run was claimed: the run before, ended in the state but not
-    durable yet, does not end it with its own ``complete``."""
+    durable yet (no journal, as above), does not end it with its own ``complete``."""
+    monkeypatch.setattr(sqlite_log, "JOURNAL_CUT_BYTES", 0)
     with trio.fail_after(10):
         sup = await harness.sup()
         sid = await sup.create_session()

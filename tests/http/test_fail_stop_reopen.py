@@ -1,7 +1,7 @@
 """The HTTP front after its runtime's log fail-stops: a clear error, then a reopen.
 
-A commit that fails stops the workspace's runtime (fail-stop, ``docs/design/event-log.md``).
-The rules checked here, end to end through a real server on loopback: the request whose
+A commit that fails (here the journal write of a full disk) stops the workspace's
+runtime (fail-stop, ``docs/design/event-log.md``). The rules checked here, end to end through a real server on loopback: the request whose
 message was lost gets a clear ``503`` (no traceback, never acknowledged), the server
 keeps serving, and the next request for that workspace opens the runtime again on the
 same file, which holds the durable prefix: what was acknowledged before the failure is
@@ -10,18 +10,17 @@ there, the lost message is not, and new messages are answered.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import trio
-from sqlite_faults import FlakyConnection, writer_connection
+from sqlite_faults import FlakyConnection, JournalFaults, journal_faults, writer_connection
 from web_client import serve_harness, sse, wait_until
 
-__all__ = ["writer_connection"]  # a fixture, used by name
+__all__ = ["journal_faults", "writer_connection"]  # fixtures, used by name
 
 
 async def test_a_runtime_stopped_by_a_failed_commit_is_reopened_by_the_next_request(
-    tmp_path: Path, writer_connection: list[FlakyConnection]
+    tmp_path: Path, writer_connection: list[FlakyConnection], journal_faults: JournalFaults
 ) -> None:
     with trio.fail_after(30):
         async with serve_harness(tmp_path) as harness, harness.client(harness.token()) as client:
@@ -31,10 +30,11 @@ async def test_a_runtime_stopped_by_a_failed_commit_is_reopened_by_the_next_requ
             runtimes = harness.server.front.runtimes
             assert len(runtimes.opened()) == 1 and len(writer_connection) == 1
 
-            writer_connection[0].commit_fails.append(sqlite3.OperationalError("disk I/O error"))
+            journal_faults.fails.append(OSError(28, "No space left on device"))
             lost = await client.post("/api/web/chat", json={"message": "lost", "sessionId": sid})
             assert lost.status_code == 503, lost.text
-            assert "Traceback" not in lost.text and "disk I/O error" in lost.json()["error"]
+            assert "Traceback" not in lost.text and "No space left" in lost.json()["error"]
+            assert journal_faults.torn == 1
             await wait_until(lambda: not runtimes.opened())  # the runtime ended, cleanly
 
             again = await sse(

@@ -67,6 +67,7 @@ async def test_runtime_state_is_hidden_for_every_access_level(harness: Harness) 
     hidden = [
         ".halo/events.db",
         ".halo/events.db-wal",
+        ".halo/events.db-halo-journal",
         ".halo/events.db-shm",
         ".halo",
         "out/../.halo/events.db",

@@ -24,6 +24,7 @@ async def test_runtime_state_at_any_depth_and_the_token_directory_are_403_for_ev
     parent = harness.tmp
     (parent / "backup").mkdir()
     (parent / "backup" / "events.db").write_bytes(b"a copied log")
+    (parent / "backup" / "events.db-halo-journal").write_bytes(b"a copied journal")
     (parent / "notes.txt").write_text("visible\n")
     paths = [
         "ws/.halo/events.db",
@@ -32,6 +33,8 @@ async def test_runtime_state_at_any_depth_and_the_token_directory_are_403_for_ev
         "ws/.halo",
         "ws/../ws/.halo/events.db",
         "backup/events.db",
+        "backup/events.db-halo-journal",
+        "ws/.halo/events.db-halo-journal",
         "state/tokens.json",
         "state",
     ]
@@ -54,12 +57,13 @@ async def test_the_event_log_and_state_files_are_0600_in_0700_directories(
     harness: Harness,
 ) -> None:
     """The event log and state files are created 0600, their directories 0700
-    (``events.db*`` incl. ``-wal``/``-shm``, ``tokens.json``)."""
+    (``events.db*`` incl. ``-wal``/``-shm`` and the journal, ``tokens.json``)."""
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:
             await sse(client, "POST", "/api/web/chat", json={"message": "hi"})
     halo = harness.workspace / ".halo"
-    files = [halo / name for name in ("events.db", "events.db-wal", "events.db-shm")]
+    names = ("events.db", "events.db-wal", "events.db-shm", "events.db-halo-journal")
+    files = [halo / name for name in names]
     files.append(harness.store.path)
     for path in files:
         assert path.exists(), path

@@ -162,6 +162,7 @@ def test_dangling_symlink_leading_outside_is_refused(
         ".halo/events.db",
         ".halo/events.db-wal",
         ".halo/events.db-shm",
+        ".halo/events.db-halo-journal",
         "src/../.halo/events.db",
         ".halo/missing",
     ],

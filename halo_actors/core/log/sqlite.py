@@ -7,16 +7,28 @@ Invariants:
   one transaction and commits once (group commit; a batch of at most ``INSERT_ROWS``
   rows that does not move the session table's mark is one ``INSERT`` in autocommit mode,
   a transaction of its own), then hands the batch back to the trio thread, which
-  publishes it in sequence order and wakes whoever waits for durability;
-- **inline commits**: a staged group that someone waits for, small (at most
-  ``INLINE_MAX_ROWS`` rows, ``INLINE_MAX_BYTES`` of bodies, ``INLINE_MAX_SESSIONS`` runs
-  of one session's appends), while the writer thread holds nothing (``_in_flight``, kept
-  on the trio thread, is 0: every group handed to it is back and published) is
-  committed on the trio thread with the writer's connection, the same transaction, and
-  published at once: no thread hand-off on a lone turn's commit. Everything else goes
-  to the writer thread, so a stream's commits overlap its stamping. Never with
-  ``synchronous`` FULL or EXTRA (an fsync would block the run loop). Seq order holds:
-  a group goes inline only when every earlier one is published;
+  publishes its unjournaled groups (see below) in sequence order and wakes whoever
+  waits for durability;
+- **a commit is a journal write**: a flushed group (every earlier one published) is
+  written as one frame to the journal (``journal.py``) with one ``write()`` on the trio
+  thread, published at once, and handed to the writer thread, which inserts it into
+  SQLite behind (*indexes* it) and hands it back; SQLite is then the index of a prefix
+  of the log, and the journal holds the rest. As durable as SQLite's own WAL commit with
+  ``synchronous=NORMAL``: a killed process loses nothing written. Not with ``FULL`` or
+  ``EXTRA`` (they ask for an fsync a commit), and not while the journal holds
+  ``JOURNAL_CUT_BYTES`` or ``MAX_UNINDEXED`` unindexed records: a group then goes to the
+  writer thread unjournaled and is published once SQLite has committed it (and every
+  later group goes that way until it is published: publication stays in seq order).
+  Journaled groups are handed to the writer ``INDEX_BATCH`` records at a time (and
+  before an unjournaled one, on close, and when someone waits for the index). The
+  journal is cut once everything in it is indexed and the WAL synced;
+- **reads are exact**: a read takes, on the trio thread, the records journaled but not
+  yet indexed (from seq T on), reads SQLite below T and appends those; a read-only open
+  (another process) reads the journal file first, then SQLite and its largest seq in
+  one read transaction, and takes the journal's records past that seq; the ``sessions``
+  table is read once it has caught up with ``last_seq``;
+- **recovery**: an open indexes the journal's valid frames past the largest stored seq
+  (one transaction), syncs the WAL and cuts the journal;
 - records are flushed two scheduler passes after they were stamped (the flusher task,
   woken by the first append of a group, runs in the next pass and waits one more), in
   stamping order, all of one pass together: a task woken by the first append of a pass
@@ -33,23 +45,23 @@ Invariants:
   finds to its bounds and filters kinds (which are not a column) as it decodes;
 - reads use their own connection in a worker thread (WAL lets them run beside
   the writer) and never see uncommitted rows;
-- **fail-stop**: a commit that raises (anything, inline or on the writer thread)
-  stops the writer: that batch, everything queued behind it and every later append
-  fail with ``StoreFailed``, and nothing past the last good commit is ever published;
-  the file stays as of that commit, which is what a reopen recovers (as after a crash);
+- **fail-stop**: a journal write or a commit that raises stops the writer: every
+  later append fails with ``StoreFailed`` and nothing unpublished is ever published (a
+  group the failed write held, and every unjournaled group queued); what was published
+  is in the journal or in SQLite, which is what a reopen recovers (as after a crash);
 - WAL checkpoints never run inside a commit: the writer's connection has
   ``wal_autocheckpoint=0`` and a checkpointer thread runs a passive checkpoint from
-  its own connection after about every ``CHECKPOINT_PAGES`` pages written (inline
-  commits count);
-- after a crash the file reopens as of its last commit and numbering resumes
-  after the largest stored seq; a program that ends without closing the log is such a
-  crash, not a hang: the writer and checkpointer are daemon threads;
+  its own connection after about every ``CHECKPOINT_PAGES`` pages written;
+- after a crash the file reopens as of its last commit plus the journal's valid
+  frames, and numbering resumes after the largest seq of either; a program that ends
+  without closing the log is such a crash, not a hang: the writer and checkpointer are
+  daemon threads;
 - the database is created ``0600`` (tightened when it exists) in a directory created
   ``0700`` (an existing ``.halo`` directory is tightened too, any other is left as it
   is: it may be shared); SQLite gives its ``-wal``/``-shm`` files the database's mode,
   so no other account on the machine can read the conversation;
 - a log opened with ``read_only=True`` has no writer thread and never writes to
-  the file (not even the schema): it serves reads and catch-up of what is stored,
+  the file or its journal (not even the schema): it serves reads and catch-up of what is stored,
   and refuses appends with ``StoreClosed``. Inspection tools and tests open a live
   server's file this way.
 """
@@ -57,13 +69,15 @@ Invariants:
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import queue
 import sqlite3
 import threading
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 from urllib.parse import quote
 
 import trio
@@ -74,21 +88,30 @@ from ..errors import StoreClosed, StoreFailed
 from ..events import Event, Record, decode_records
 from ..ids import root_of
 from . import index
-from .base import DEFAULT_MAX_EVENT_BYTES, LogBase
+from .base import DEFAULT_MAX_EVENT_BYTES, MAX_BACKLOG, LogBase
 from .filter import EVERYTHING, EventFilter
+from .journal import Journal, journal_path, read_rows, sync_file
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 MAX_GROUP = 2_000
 """A commit takes no more staged groups once it holds this many records (the rest wait
 for the next one); one group (one scheduler pass of appends) is never split."""
-INLINE_MAX_ROWS = 32
-"""A staged group someone waits for, of at most this many rows, ``INLINE_MAX_BYTES`` and
-``INLINE_MAX_SESSIONS``, is committed on the trio thread when the writer thread holds
-nothing (see the module doc); 0 turns inline commits off. A turn is about 9 rows of one
-session (a commit of about 200 µs of CPU); a commit touching many sessions dirties a page
-or two per session and is left to the writer thread (``docs/design/event-log.md``)."""
-INLINE_MAX_BYTES = 32 * 1_024
-INLINE_MAX_SESSIONS = 4
+JOURNAL_CUT_BYTES = 4 * 1_024 * 1_024
+"""A journal this large takes no more frames until it is cut: groups go to the writer
+thread unjournaled, which indexes what the journal holds ahead of them, syncs the WAL
+and hands them back; then the journal is empty and is cut (one ``fsync`` and a few
+milliseconds of unjournaled commits about every this many bytes)."""
+INDEX_BATCH = 1_000
+"""Journaled records given to the writer thread to index together, in one transaction:
+indexing is off every latency path, and a transaction of many rows costs far less a row
+(and wakes the run loop once) than one a commit."""
+INLINE_INDEX_MAX = 4 * INDEX_BATCH
+"""More journaled records than this are indexed on the writer thread (a burst), fewer on
+the trio thread (see ``_index_journaled``)."""
+MAX_UNINDEXED = MAX_BACKLOG
+"""Records journaled and not yet indexed past which groups go to SQLite unjournaled:
+their publication then waits for the writer, which bounds what producers run ahead
+(``backlogged``) and what reads merge from memory."""
 CHECKPOINT_PAGES = 1_000
 """About how many WAL pages the writer writes between two passive checkpoints."""
 PAGE_BYTES = 4_096
@@ -149,6 +172,8 @@ class _Group:
     row_records: int = 0
     """Records in the last row (the one the next append of ``last_session`` may join)."""
     row_bytes: int = 0
+    journaled: bool = False
+    """Written to the journal (and published); the writer thread only indexes it."""
 
 
 def _connect(path: Path, synchronous: Synchronous) -> sqlite3.Connection:
@@ -165,7 +190,10 @@ def _make_private(db: Path) -> None:
     if db.parent.name == ".halo":
         os.chmod(db.parent, 0o700)
     os.close(os.open(db, os.O_WRONLY | os.O_CREAT, 0o600))
-    for side in (db, *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal"))):
+    for side in (
+        db,
+        *(db.with_name(db.name + s) for s in ("-wal", "-shm", "-journal", "-halo-journal")),
+    ):
         with contextlib.suppress(FileNotFoundError):
             os.chmod(side, 0o600)
 
@@ -197,6 +225,7 @@ class SqliteEventLog(LogBase):
     ) -> None:
         super().__init__(max_event_bytes=max_event_bytes)
         self.path = path
+        self._wal = path.with_name(path.name + "-wal")
         self.read_only = read_only
         self._synchronous: Synchronous = synchronous
         self._queue: queue.SimpleQueue[_Group | None] = queue.SimpleQueue()
@@ -209,11 +238,31 @@ class SqliteEventLog(LogBase):
         self._flusher_parked = False
         """True while the flusher task waits for a group to be staged (nothing is)."""
         self._flusher_scope = trio.CancelScope()
+        self._journal: Journal | None = None
+        """Where groups are committed (see the module doc); None when read-only, or when
+        ``synchronous`` asks for an fsync a commit."""
+        self._unindexed: deque[_Group] = deque()
+        """Journaled groups not yet back from the writer thread, in seq order (trio thread)."""
+        self._unindexed_records = 0
+        self._handed = 0
+        """How many of ``_unindexed`` (its first ones) the writer thread has been given."""
+        self._to_index = 0
+        """Records of the rest: handed over once ``INDEX_BATCH`` of them wait (or when
+        someone waits for the index, or an unjournaled group must follow them)."""
+        self._indexed = trio.Event()
+        """Set (and replaced) when the writer thread hands a batch back."""
+        self._unpublished = 0
+        """Unjournaled groups handed to the writer thread and not back yet (trio thread);
+        while any is, no group is journaled (publication stays in seq order)."""
+        self._sync_wanted = False
         self._conn: sqlite3.Connection | None = None
         """The writer's connection, set by the writer thread once it has connected. Used by
-        one side at a time: the writer thread, or the trio thread while ``_in_flight`` is 0."""
-        self._in_flight = 0
-        """Groups handed to the writer thread and not back yet (trio thread only)."""
+        one side at a time: the writer thread, or the trio thread while the writer thread
+        holds nothing (``_handed`` and ``_unpublished`` are 0)."""
+        self.inline_commits = 0
+        """How many of the index commits ran on the trio thread."""
+        """Set by the trio thread while the journal is due to be cut: the writer thread
+        syncs the WAL after each commit, so that the next batch back may allow the cut."""
         self._pages = 0
         """About how many WAL pages were written since the last checkpoint was asked for
         (kept by whichever side holds the writer's connection)."""
@@ -237,11 +286,10 @@ class SqliteEventLog(LogBase):
         self._checkpoint_due = threading.Event()
         self._stopping = False
         self.commits = 0
-        """How many transactions the writer has committed (group-commit statistics)."""
-        self.inline_commits = 0
-        """How many of them were committed on the trio thread (see the module doc)."""
-        self._inline = synchronous in ("NORMAL", "OFF")
-        """Small commits may run on the trio thread: never where a commit waits for fsync."""
+        """How many times appends were made durable: journal writes, and transactions of
+        unjournaled groups (group-commit statistics)."""
+        self.index_commits = 0
+        """How many transactions indexed journaled groups (on either thread)."""
         self.checkpoints = 0
         """How many passive checkpoints the checkpointer has run."""
         self._table = index.TableWriter(0)
@@ -266,6 +314,8 @@ class SqliteEventLog(LogBase):
         log = cls(db, synchronous=synchronous, max_event_bytes=max_event_bytes, read_only=read_only)
         last_seq, last_ts = await trio.to_thread.run_sync(log._prepare)
         log._resume_from(last_seq, last_ts)
+        if not read_only and synchronous in ("NORMAL", "OFF"):
+            log._journal = Journal(journal_path(db))
         if not read_only:
             log._writer.start()
             log._checkpointer.start()
@@ -285,7 +335,41 @@ class SqliteEventLog(LogBase):
         # ts never decreases along seq (``_stamp`` clamps it), so the last row has both
         row = self._reader.execute("SELECT seq, ts FROM batches ORDER BY seq DESC LIMIT 1")
         last_seq, last_ts = row.fetchone() or (0, 0)
+        rows = list(read_rows(journal_path(self.path), int(last_seq)))
+        if not self.read_only:
+            self._recover(rows)
+        if rows:
+            last = rows[-1][0][-1]
+            return last.seq, last.ts
         return int(last_seq), int(last_ts)
+
+    def _recover(self, rows: list[tuple[list[Record], bytes]]) -> None:
+        """Index the journal's frames past the largest stored seq (what a crash left
+        unindexed), sync the WAL, then cut the journal (on open, before any append; a
+        journal of frames all indexed already, from a crash between the two, is cut too)."""
+        assert self._reader is not None
+        journal = journal_path(self.path)
+        if not rows:
+            if journal.exists() and journal.stat().st_size:
+                sync_file(self._wal)
+                os.truncate(journal, 0)
+            return
+        group = _Group([], [])
+        for records, body in rows:
+            first, last = records[0], records[-1]
+            group.records += records
+            group.values += (
+                last.seq,
+                first.seq,
+                last.session_id,
+                root_of(last.session_id),
+                last.ts,
+                body,
+            )
+        self._commit(self._reader, [group])
+        self.commits = 0
+        sync_file(self._wal)
+        os.truncate(journal, 0)
 
     def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         if self.read_only:
@@ -357,42 +441,77 @@ class SqliteEventLog(LogBase):
             self._flush()
 
     def _flush(self) -> None:
-        """Commit the staged appends inline or hand them to the writer, in order (trio
-        thread; see the module doc). After the writer stopped they are dropped: the log
-        failed, every waiter is told (fail-stop)."""
+        """Commit the staged appends: journal them and publish them at once, or (see the
+        module doc) hand them to the writer thread unjournaled; trio thread. After the
+        writer stopped they are dropped: the log failed, every waiter is told (fail-stop)."""
         group, self._staged = self._staged, None
-        if group is None:
+        if group is None or self._writer_error is not None:
             return
-        conn = self._conn
+        journal = self._journal
         if (
-            conn is not None
-            and self._inline
-            and self._in_flight == 0
-            and self._durable_waiters
-            and len(group.records) <= INLINE_MAX_ROWS
-            and group.runs <= INLINE_MAX_SESSIONS
-            and group.body_bytes <= INLINE_MAX_BYTES
-            and self._writer_error is None
+            journal is not None
+            and self._conn is not None  # the writer thread is up: the index can follow
+            and not self._unpublished
+            and self._unindexed_records < MAX_UNINDEXED
+            and journal.size < JOURNAL_CUT_BYTES
         ):
-            self._commit_inline(conn, group)
+            records = group.records
+            bodies = cast("list[bytes]", _bound(group.values)[_COLUMNS - 1 :: _COLUMNS])
+            try:
+                journal.write(records[0].seq, records[-1].seq, bodies)
+            except BaseException as exc:
+                self._writer_failed(exc)
+                self._queue.put(None)  # the writer thread stops once it has drained
+                return
+            group.journaled = True
+            self.commits += 1
+            self._unindexed.append(group)
+            self._unindexed_records += len(records)
+            self._to_index += len(records)
+            self._committed(records)
+            if self._to_index >= INDEX_BATCH:
+                self._index_journaled()
             return
-        with self._gate:
-            if self._writer_error is None:
-                self._queue.put(group)
-                self._in_flight += 1
+        self._sync_wanted = journal is not None and journal.size >= JOURNAL_CUT_BYTES
+        self._hand_over(group)
 
-    def _commit_inline(self, conn: sqlite3.Connection, group: _Group) -> None:
-        """Commit a small group here, on the trio thread, with the writer's connection (the
-        writer thread holds nothing: see ``_in_flight``), then publish it at once. A failure
-        is the writer's failure (fail-stop): the writer thread is told to stop."""
+    def _index_journaled(self) -> None:
+        """Index what the journal holds: here, in one transaction with the writer's
+        connection, when the writer thread holds nothing and it is at most
+        ``INLINE_INDEX_MAX`` records (one short pause of the run loop, and no thread
+        hand-off, whose GIL traffic costs every task more than the commit); else on the
+        writer thread. A failed commit here is the writer's failure (fail-stop)."""
+        conn = self._conn
+        if conn is None or self._handed or self._unpublished or self._to_index > INLINE_INDEX_MAX:
+            self._hand_over()
+            return
+        groups = list(self._unindexed)
         try:
-            self._count_pages(self._commit(conn, [group]))
-            self.inline_commits += 1
+            self._count_pages(self._commit(conn, groups))
         except BaseException as exc:
             self._writer_failed(exc)
             self._queue.put(None)  # the writer thread, idle, stops; nothing else is queued
             return
-        self._committed(group.records)
+        self.inline_commits += 1
+        self._unindexed.clear()
+        self._unindexed_records = self._to_index = 0
+        self._indexed.set()
+        self._indexed = trio.Event()
+
+    def _hand_over(self, direct: _Group | None = None) -> None:
+        """Give the writer thread the journaled groups it has not had yet (to index, in
+        one transaction), then ``direct`` (unjournaled: to commit, then publish)."""
+        with self._gate:
+            if self._writer_error is not None:
+                return
+            if self._to_index:
+                for group in itertools.islice(self._unindexed, self._handed, None):
+                    self._queue.put(group)
+                self._handed = len(self._unindexed)
+                self._to_index = 0
+            if direct is not None:
+                self._queue.put(direct)
+                self._unpublished += 1
 
     def _count_pages(self, written: int) -> None:
         self._pages += written
@@ -419,11 +538,14 @@ class SqliteEventLog(LogBase):
                 batch = [first]
                 stop = self._take_more(batch)
                 self._count_pages(self._commit(conn, batch))
-                self._token.run_sync_soon(self._batch_committed, batch)  # conn is free again
+                synced = self._sync_wanted
+                if synced:  # the journal is due to be cut: what it holds must be on disk
+                    sync_file(self._wal)
+                self._token.run_sync_soon(self._batch_committed, batch, synced)
                 batch = []
                 if stop:
                     break
-            # not after a failed inline commit: the summaries hold records the file lost
+            # not after a failed commit: the summaries hold records the file lost
             if self._writer_error is None:
                 self._table.write_behind(conn)
         except trio.RunFinishedError:
@@ -466,18 +588,18 @@ class SqliteEventLog(LogBase):
         rows fit one statement and the session table is not due. Any error propagates:
         the writer stops (fail-stop)."""
         if len(batch) == 1:
-            values, records = batch[0].values, batch[0].records
+            values, records = _bound(batch[0].values), batch[0].records
         else:
-            values = [v for group in batch for v in group.values]
+            values = [v for group in batch for v in _bound(group.values)]
             records = [record for group in batch for record in group.records]
         table = self._table
         table_due = table.fold(conn, records)
         try:
             if len(values) <= INSERT_ROWS * _COLUMNS and not table_due:  # one statement
-                _insert(conn, _bound(values))
+                _insert(conn, values)
             else:
                 conn.execute("BEGIN IMMEDIATE")
-                _insert(conn, _bound(values))
+                _insert(conn, values)
                 if table_due:
                     table.write(conn)
                 conn.execute("COMMIT")
@@ -486,17 +608,35 @@ class SqliteEventLog(LogBase):
                 with contextlib.suppress(Exception):
                     conn.execute("ROLLBACK")
             raise
-        self.commits += 1
+        journaled = sum(group.journaled for group in batch)
+        self.commits += journaled < len(batch)
+        self.index_commits += journaled > 0
         written = sum(group.body_bytes for group in batch)
         return 3 + 2 * written // PAGE_BYTES  # a table leaf and two index leaves at least
 
-    def _batch_committed(self, batch: list[_Group]) -> None:
-        """On the trio thread, in commit order."""
-        self._in_flight -= len(batch)
-        if len(batch) == 1:
-            self._committed(batch[0].records)
-        else:
-            self._committed([record for group in batch for record in group.records])
+    def _batch_committed(self, batch: list[_Group], synced: bool) -> None:
+        """On the trio thread, in commit order: the batch is in SQLite. Its unjournaled
+        groups are published; its journaled ones (published already) leave the journal's
+        unindexed tail, and once that tail is empty and the WAL was synced after this
+        commit (``synced``), a journal due to be cut is cut."""
+        fresh: list[Record] = []
+        for group in batch:
+            if group.journaled:
+                done = self._unindexed.popleft()
+                assert done is group, "the writer indexes groups in journal order"
+                self._handed -= 1
+                self._unindexed_records -= len(group.records)
+            else:
+                self._unpublished -= 1
+                fresh += group.records
+        self._committed(fresh)
+        self._indexed.set()
+        self._indexed = trio.Event()
+        journal = self._journal
+        if journal is not None:
+            if synced and not self._unindexed and self._writer_error is None:
+                journal.cut()
+            self._sync_wanted = journal.size >= JOURNAL_CUT_BYTES
 
     def _checkpoint_loop(self) -> None:
         """Passive checkpoints off the commit path: never blocks the writer or a reader.
@@ -530,21 +670,61 @@ class SqliteEventLog(LogBase):
         self._check_open()
         reader = self._reader
         assert reader is not None, "opened by SqliteEventLog.open"
-
-        return await trio.to_thread.run_sync(
-            _read, reader, flt, after_seq, until_seq, limit, limiter=self._read_limiter
-        )
+        if self.read_only:
+            return await trio.to_thread.run_sync(
+                _read_beside_journal,
+                reader,
+                self.path,
+                flt,
+                after_seq,
+                until_seq,
+                limit,
+                limiter=self._read_limiter,
+            )
+        tail = [record for group in self._unindexed for record in group.records]
+        indexed = until_seq if not tail else _below(tail[0].seq, until_seq)
+        out = []
+        if indexed is None or indexed > after_seq:
+            out = await trio.to_thread.run_sync(
+                _read, reader, flt, after_seq, indexed, limit, limiter=self._read_limiter
+            )
+        return _joined(out, tail, flt, after_seq, until_seq, limit)
 
     async def session_index(self, root: str | None = None) -> list[index.SessionSummary]:
-        """From the ``sessions`` table (kept by the writer), not a scan of the records."""
+        """From the ``sessions`` table (kept by the writer), not a scan of the records, once
+        the table holds everything published when asked; a scan after a failure (the
+        table will not catch up) or of a read-only file whose journal holds records."""
         self._check_open()
         reader = self._reader
         assert reader is not None, "opened by SqliteEventLog.open"
-        if not self._has_index(reader):  # a read-only file from before the index
+        if not await self.wait_indexed():
+            return await super().session_index(root)
+        if not self._has_index(reader) or (self.read_only and self._journal_tail_exists()):
             return await super().session_index(root)
         return await trio.to_thread.run_sync(
             index.read_table, reader, root, limiter=self._read_limiter
         )
+
+    async def wait_indexed(self) -> bool:
+        """Until everything published when called is in SQLite (not only in the journal);
+        False if it never will be in this process (the log failed: a reopen indexes it).
+        For a reader of the raw file, and for the session index."""
+        asked = self._published_seq
+        if self._to_index:
+            self._index_journaled()
+        while self._unindexed and self._unindexed[0].records[0].seq <= asked:
+            if self._failure is not None:
+                return False
+            await self._indexed.wait()
+        await trio.lowlevel.checkpoint()
+        return self._failure is None or not self._unindexed
+
+    def _journal_tail_exists(self) -> bool:
+        return journal_path(self.path).exists() and journal_path(self.path).stat().st_size > 0
+
+    def _fail_stop(self, cause: BaseException) -> None:
+        super()._fail_stop(cause)
+        self._indexed.set()  # whoever waits for the index: it will not catch up
 
     @staticmethod
     def _has_index(conn: sqlite3.Connection) -> bool:
@@ -552,7 +732,8 @@ class SqliteEventLog(LogBase):
         return found is not None
 
     def read_session_sync(self, session_id: str) -> list[Record]:
-        """On the calling (trio) thread, from a connection of its own: one indexed query."""
+        """On the calling (trio) thread, from a connection of its own: one indexed query
+        (and the journal's unindexed tail, as :meth:`read`)."""
         self._check_open()
         if self._sync_reader is None:
             self._sync_reader = (
@@ -560,7 +741,13 @@ class SqliteEventLog(LogBase):
                 if self.read_only
                 else _connect(self.path, self._synchronous)
             )
-        return _read(self._sync_reader, EventFilter(session_id=session_id), 0, None, None)
+        flt = EventFilter(session_id=session_id)
+        if self.read_only:
+            return _read_beside_journal(self._sync_reader, self.path, flt, 0, None, None)
+        tail = [record for group in self._unindexed for record in group.records]
+        indexed = None if not tail else tail[0].seq - 1
+        out = _read(self._sync_reader, flt, 0, indexed, None)
+        return _joined(out, tail, flt, 0, None, None)
 
     async def aclose(self) -> None:
         """Commit what is queued, stop the writer and checkpointer, close everything."""
@@ -568,6 +755,7 @@ class SqliteEventLog(LogBase):
             return
         self._close_subscriptions()
         self._flush()  # what is staged is committed before the writer stops
+        self._hand_over()  # and what is journaled, indexed
         self._flusher_scope.cancel()
         self._queue.put(None)
         with trio.CancelScope(shield=True):
@@ -576,10 +764,22 @@ class SqliteEventLog(LogBase):
                 self._stopping = True
                 self._checkpoint_due.set()
                 await trio.to_thread.run_sync(self._checkpointer.join)
+            if self._journal is not None:
+                await trio.to_thread.run_sync(self._close_journal)
             if self._reader is not None:
                 await trio.to_thread.run_sync(self._reader.close, limiter=self._read_limiter)
             if self._sync_reader is not None:
                 self._sync_reader.close()
+
+    def _close_journal(self) -> None:
+        """After the writer stopped: cut the journal if all of it is indexed (synced first),
+        else leave it for the next open to recover (the writer failed)."""
+        journal = self._journal
+        assert journal is not None
+        if journal.size and not self._unindexed and self._writer_error is None:
+            sync_file(self._wal)
+            journal.cut()
+        journal.close()
 
 
 def _create_batches(conn: sqlite3.Connection) -> None:
@@ -603,8 +803,11 @@ def _create_batches(conn: sqlite3.Connection) -> None:
 
 def _bound(values: list[object]) -> list[object]:
     """``values`` with each row's list of bodies made its blob, the records' JSON array (a
-    bytearray binds as a blob as it is; bytes go through sqlite3's adapter lookup first)."""
+    bytearray binds as a blob as it is; bytes go through sqlite3's adapter lookup first);
+    a row bound already (a journaled group's) is left as it is."""
     for i in range(_COLUMNS - 1, len(values), _COLUMNS):
+        if type(values[i]) is not list:
+            continue
         blob = bytearray(b"[")
         blob += b",".join(values[i])  # type: ignore[arg-type]
         blob += b"]"
@@ -661,6 +864,56 @@ def _read(
         if limit is None or len(out) >= limit or len(rows) < limit:
             return out if limit is None else out[:limit]
         after = rows[-1][0]
+
+
+def _below(seq: int, until_seq: int | None) -> int:
+    """The upper bound of a read of SQLite when the journal's unindexed tail starts at seq."""
+    return seq - 1 if until_seq is None else min(until_seq, seq - 1)
+
+
+def _joined(
+    indexed: list[Record],
+    tail: list[Record],
+    flt: EventFilter,
+    after_seq: int,
+    until_seq: int | None,
+    limit: int | None,
+) -> list[Record]:
+    """``indexed`` (read from SQLite, all below ``tail``) followed by the records of
+    ``tail`` that the read asks for, up to ``limit`` in all."""
+    out = indexed
+    for record in tail:
+        if limit is not None and len(out) >= limit:
+            break
+        if until_seq is not None and record.seq > until_seq:
+            break
+        if record.seq > after_seq and flt.matches(record):
+            out.append(record)
+    return out
+
+
+def _read_beside_journal(
+    conn: sqlite3.Connection,
+    db: Path,
+    flt: EventFilter,
+    after_seq: int,
+    until_seq: int | None,
+    limit: int | None,
+) -> list[Record]:
+    """:func:`_read` for a read-only open: the journal file first, then SQLite and its
+    largest seq in one read transaction, then the journal's records past that seq (a cut
+    happens only once all of them are in SQLite, so the two leave no gap between them)."""
+    rows = [records for records, _ in read_rows(journal_path(db))]
+    conn.execute("BEGIN")
+    try:
+        stored = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM batches").fetchone()[0])
+        out = _read(conn, flt, after_seq, _below(stored + 1, until_seq), limit)
+    finally:
+        conn.execute("COMMIT")
+    tail = [record for records in rows for record in records if record.seq > stored]
+    if tail and tail[0].seq != stored + 1:
+        raise StoreFailed(f"the journal of {db} starts at seq {tail[0].seq}, after {stored}")
+    return _joined(out, tail, flt, after_seq, until_seq, limit)
 
 
 def _first_seq_at(conn: sqlite3.Connection, since_ts: int) -> int:
