@@ -1,8 +1,8 @@
 """The SQLite log's journal: an append-only file that makes a commit one ``write()``.
 
 The SQLite log (``sqlite.py``) makes a group of appends durable by writing it here as
-one *frame*, then indexes it into SQLite behind, on its writer thread. This module
-only frames, writes, reads and cuts the file; the log decides when.
+one *frame*, and indexes it into SQLite behind, a batch of frames at a time. This
+module only frames, writes, reads and cuts the file; the log decides when.
 
 A frame is a header (``<IIQQ``: payload length, CRC-32 of the payload, first and last
 seq) and a payload: the group's stored rows, each the JSON array of its records (a row
@@ -10,8 +10,9 @@ of ``batches``, exactly as SQLite will hold it), joined by newlines (JSON as the
 encodes it has no raw newline).
 
 Invariants:
-- the file is opened ``O_APPEND`` and created ``0600``; one ``write()`` a frame, and a
-  short write is a failed write (the caller fails its log: nothing after it is written);
+- the file is opened ``O_APPEND`` (never through a symlink) and created ``0600``; one
+  ``write()`` a frame, and a short write is a failed write (the caller fails its log:
+  nothing after it is written);
 - **a valid prefix**: :func:`read_rows` accepts frames while each is whole, its CRC
   matches, and its seqs follow the previous frame's without a gap, and stops at the
   first that is not (a write cut by a crash, or whatever an OS crash left of the
@@ -46,7 +47,8 @@ class Journal:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+        self._fd = os.open(path, flags, 0o600)  # never through a symlink planted there
         os.fchmod(self._fd, 0o600)
         self.size = os.fstat(self._fd).st_size
         self.writes = 0
