@@ -11,7 +11,8 @@ See ``docs/design/actors.md``.
 
 Invariants:
 - every task lives in the supervisor's nursery; nothing is fire-and-forget;
-- a session with no run holds no task (it is only its folded state);
+- a session with no run holds no task (it is only its folded state); a run's task is
+  a worker (``workers.py``), a few of which stay parked between runs, holding none;
 - stop/archive/delete mark the whole subtree ``stopping`` before aborting any of
   it, so no run that ends during a cascade reports to (and wakes) an ancestor;
 - after a restart, a turn that was open is closed with an explicit error and a
@@ -77,6 +78,7 @@ from .rounds import (
     round_started,
 )
 from .session import Delivered, Mode, SessionActor, closing_events
+from .workers import RunWorkers
 
 log = get_logger("halo_actors.supervisor")
 
@@ -113,6 +115,8 @@ class Supervisor:
         Made by the first waiter (:meth:`_next_change`): none is made while nobody waits."""
         self._run_tasks: dict[str, int] = {}
         """Live run tasks per session: a run's task outlives the run by its report up the tree."""
+        self._workers = RunWorkers(nursery, self._run_task)
+        """The tasks runs execute in (``workers.py``): :meth:`_run_task`, in a parked one."""
         self._runs_below: dict[str, int] = {}
         """Runs in progress strictly below each session (absent: none), for reports."""
         self._deleted: set[str] = set()
@@ -495,7 +499,7 @@ class Supervisor:
         sid = actor.session_id
         self._run_tasks[sid] = self._run_tasks.get(sid, 0) + 1
         self._count_run(sid, +1)
-        self._nursery.start_soon(self._run_task, actor, compact_first)
+        self._workers.start(actor, compact_first)
         self._notify()
 
     def _notify(self) -> None:

@@ -25,6 +25,7 @@ from halo_actors.core.log import EventFilter, EventLog
 from halo_actors.core.state import SessionState, replay
 from halo_actors.runtime.profiles import Profiles
 from halo_actors.runtime.supervisor import Supervisor, open_supervisor
+from halo_actors.runtime.workers import PARKED
 from halo_actors.tools.files import Workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
@@ -34,13 +35,14 @@ from runtime_harness import assert_every_tool_use_answered_once
 def supervisor_tasks() -> list[trio.lowlevel.Task]:
     """Tasks in the nurseries the current task holds open: under ``open_supervisor`` (which
     opens its nursery in the caller's task) these are the supervisor's runs and cascades
-    (not its one permanent task, the watcher that stops it if the log fails)."""
+    (not its one permanent task, the watcher that stops it if the log fails, nor the run
+    workers parked between runs)."""
     me = trio.lowlevel.current_task()
     return [
         task
         for nursery in me.child_nurseries
         for task in nursery.child_tasks
-        if not task.name.endswith("stop_on_log_failure")
+        if not task.name.endswith("stop_on_log_failure") and task.custom_sleep_data is not PARKED
     ]
 
 
