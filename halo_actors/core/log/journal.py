@@ -79,20 +79,26 @@ def read_rows(path: Path, after_seq: int = 0) -> Iterator[tuple[list[Record], by
     order, each its records and its stored body (see the module doc); none if there is
     no file. A row is whole or absent: a frame's rows are all past ``after_seq`` or all
     at or before it, as SQLite indexes whole frames."""
-    for _, last, payload in _frames(_contents(path)):
+    return rows_in(read_journal(path), after_seq)
+
+
+def read_journal(path: Path) -> bytes:
+    """The file's bytes as they are now (none if there is no file), for :func:`rows_in`."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def rows_in(data: bytes, after_seq: int) -> Iterator[tuple[list[Record], bytes]]:
+    """:func:`read_rows` of bytes read earlier: only frames past ``after_seq`` are decoded."""
+    for _, last, payload in _frames(data):
         if last <= after_seq:
             continue
         for row in payload.split(ROW_SEPARATOR):
             records = decode_records(row)
             if records[-1].seq > after_seq:
                 yield records, row
-
-
-def _contents(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
 
 
 def _frames(data: bytes) -> Iterator[tuple[int, int, bytes]]:

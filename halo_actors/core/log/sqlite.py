@@ -90,7 +90,7 @@ from ..ids import root_of
 from . import index
 from .base import DEFAULT_MAX_EVENT_BYTES, MAX_BACKLOG, LogBase
 from .filter import EVERYTHING, EventFilter
-from .journal import Journal, journal_path, read_rows, sync_file
+from .journal import Journal, journal_path, read_journal, read_rows, rows_in, sync_file
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 MAX_GROUP = 2_000
@@ -348,12 +348,15 @@ class SqliteEventLog(LogBase):
         unindexed), sync the WAL, then cut the journal (on open, before any append; a
         journal of frames all indexed already, from a crash between the two, is cut too)."""
         assert self._reader is not None
+        if rows:
+            self._index_rows(self._reader, rows)
         journal = journal_path(self.path)
-        if not rows:
-            if journal.exists() and journal.stat().st_size:
-                sync_file(self._wal)
-                os.truncate(journal, 0)
-            return
+        if journal.exists() and journal.stat().st_size:
+            sync_file(self._wal)
+            os.truncate(journal, 0)
+
+    def _index_rows(self, conn: sqlite3.Connection, rows: list[tuple[list[Record], bytes]]) -> None:
+        """Insert the journal's ``rows`` as they are, in one commit (not counted: on open)."""
         group = _Group([], [])
         for records, body in rows:
             first, last = records[0], records[-1]
@@ -366,10 +369,8 @@ class SqliteEventLog(LogBase):
                 last.ts,
                 body,
             )
-        self._commit(self._reader, [group])
+        self._commit(conn, [group])
         self.commits = 0
-        sync_file(self._wal)
-        os.truncate(journal, 0)
 
     def append_nowait(self, session_id: str, *events: Event) -> list[Record]:
         if self.read_only:
@@ -681,7 +682,7 @@ class SqliteEventLog(LogBase):
                 limit,
                 limiter=self._read_limiter,
             )
-        tail = [record for group in self._unindexed for record in group.records]
+        tail = self._unindexed_tail()
         indexed = until_seq if not tail else _below(tail[0].seq, until_seq)
         out = []
         if indexed is None or indexed > after_seq:
@@ -719,8 +720,14 @@ class SqliteEventLog(LogBase):
         await trio.lowlevel.checkpoint()
         return self._failure is None or not self._unindexed
 
+    def _unindexed_tail(self) -> list[Record]:
+        """The records journaled and not yet in SQLite, in seq order (trio thread)."""
+        return [record for group in self._unindexed for record in group.records]
+
     def _journal_tail_exists(self) -> bool:
-        return journal_path(self.path).exists() and journal_path(self.path).stat().st_size > 0
+        with contextlib.suppress(FileNotFoundError):
+            return journal_path(self.path).stat().st_size > 0
+        return False
 
     def _fail_stop(self, cause: BaseException) -> None:
         super()._fail_stop(cause)
@@ -744,7 +751,7 @@ class SqliteEventLog(LogBase):
         flt = EventFilter(session_id=session_id)
         if self.read_only:
             return _read_beside_journal(self._sync_reader, self.path, flt, 0, None, None)
-        tail = [record for group in self._unindexed for record in group.records]
+        tail = self._unindexed_tail()
         indexed = None if not tail else tail[0].seq - 1
         out = _read(self._sync_reader, flt, 0, indexed, None)
         return _joined(out, tail, flt, 0, None, None)
@@ -903,14 +910,14 @@ def _read_beside_journal(
     """:func:`_read` for a read-only open: the journal file first, then SQLite and its
     largest seq in one read transaction, then the journal's records past that seq (a cut
     happens only once all of them are in SQLite, so the two leave no gap between them)."""
-    rows = [records for records, _ in read_rows(journal_path(db))]
+    journal = read_journal(journal_path(db))  # first: see the docstring
     conn.execute("BEGIN")
     try:
         stored = int(conn.execute("SELECT COALESCE(MAX(seq), 0) FROM batches").fetchone()[0])
         out = _read(conn, flt, after_seq, _below(stored + 1, until_seq), limit)
     finally:
         conn.execute("COMMIT")
-    tail = [record for records in rows for record in records if record.seq > stored]
+    tail = [record for records, _ in rows_in(journal, stored) for record in records]
     if tail and tail[0].seq != stored + 1:
         raise StoreFailed(f"the journal of {db} starts at seq {tail[0].seq}, after {stored}")
     return _joined(out, tail, flt, after_seq, until_seq, limit)
