@@ -337,12 +337,16 @@ class Supervisor:
         self.registry.note_idle(sid)
         return actor
 
-    async def start_child(self, parent_id: str, agent_id: str, task: str, label: str = "") -> str:
+    async def start_child(
+        self, parent_id: str, agent_id: str, task: str, label: str = "", *, wait: bool = True
+    ) -> str:
         """Create a sub-session of ``parent_id`` with ``task`` queued (from the parent) and
         start its run. The creation and the task are one append (with a pipelined log, the
         opening round that takes the task too): no reader ever sees the child without its
         task, a cascade over the parent that begins meanwhile finds both, and one wait for
-        durability covers them."""
+        durability covers them. ``wait=False`` (the ``start_session`` tool): no wait, as
+        for a report: the caller's next record (the tool's result) is after the child's,
+        and the log is durable as a prefix."""
         if not self.registry.known(ids.check_session_id(parent_id)):
             raise SessionNotFound(f"session {parent_id} not found")
         child = ids.mint_child(parent_id, label or agent_id)
@@ -369,7 +373,8 @@ class Supervisor:
         assert claimed or opening is None, "a child's run is claimed in the step that made it"
         if claimed:
             self._start_run(actor)
-        await self.log.wait_durable(seq)
+        if wait:
+            await self.log.wait_durable(seq)
         return child
 
     def _register(self, state: SessionState) -> SessionActor:

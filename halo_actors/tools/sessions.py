@@ -59,7 +59,9 @@ async def _start(ctx: ToolContext, args: StartArgs) -> ToolOutput:
     if not args.task.strip():
         return _refuse("task is empty")
     try:
-        child = await ctx.tree.start_child(ctx.session_id, args.agent, args.task, args.label)
+        child = await ctx.tree.start_child(
+            ctx.session_id, args.agent, args.task, args.label, wait=False
+        )
     except SessionUnavailable as exc:  # the caller's own session is being stopped
         return _refuse(str(exc))
     return _ok(sessionId=child, status="started")

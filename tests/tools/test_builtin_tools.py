@@ -44,7 +44,9 @@ class NoTree:
     def team_of(self, agent_id: str) -> tuple[str, ...]:
         raise AssertionError("workspace tools do not use the tree")
 
-    async def start_child(self, parent_id: str, agent_id: str, task: str, label: str) -> str:
+    async def start_child(
+        self, parent_id: str, agent_id: str, task: str, label: str, *, wait: bool
+    ) -> str:
         raise AssertionError("workspace tools do not use the tree")
 
     async def send(
