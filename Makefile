@@ -61,11 +61,11 @@ test: lint typecheck unit
 
 # Only the PostgreSQL tests (HALO_PG_DSN, default the local server); with no server
 # they fail here instead of skipping.
-test-pg: $(STAMP)
+test-pg: $(STAMP) sandbox-deps
 	HALO_PG_REQUIRED=1 $(BIN)/pytest -m pg
 
 # The chaos suites at full size; `make test` runs a small seeded slice of each.
-chaos: $(STAMP)
+chaos: $(STAMP) sandbox-deps
 	HALO_CHAOS=full $(BIN)/pytest tests/chaos -rA
 
 bench: $(STAMP)

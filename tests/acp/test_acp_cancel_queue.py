@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import trio
 from acp_harness import AdapterProcess, Message, Rig
+from sandbox_check import needs_sandbox
 from web_client import sse, wait_until
 
 CANCELLED = {"stopReason": "cancelled"}
@@ -29,6 +30,7 @@ async def _cancel(agent: AdapterProcess, session_id: str) -> None:
     await agent.notify("session/cancel", {"sessionId": session_id})
 
 
+@needs_sandbox()
 async def test_cancel_stops_the_turn_and_its_interrupted_tool_row_comes_before_cancelled(
     rig: Rig,
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import trio
 from acp_harness import LONG_COMMAND, AdapterProcess, Rig, at
+from sandbox_check import needs_sandbox
 
 END_TURN = {"stopReason": "end_turn"}
 
@@ -116,6 +117,7 @@ async def test_an_error_frame_becomes_an_error_line_and_ends_the_turn(rig: Rig) 
     assert agent.text(session_id) == "partial [error] model error: the model gave up"
 
 
+@needs_sandbox()
 async def test_switch_frames_and_keepalives_are_dropped(rig: Rig) -> None:
     with trio.fail_after(15):
         async with rig.adapter() as agent:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import trio
 from acp_harness import Rig, at
+from sandbox_check import needs_sandbox
 from sdk_client import PNG
 
 CLIENT = Path(__file__).with_name("sdk_client.py")
@@ -52,6 +53,7 @@ async def _run_client(rig: Rig, workspace: str) -> JsonObj:
     return summary
 
 
+@needs_sandbox()
 async def test_the_official_sdk_client_drives_the_adapter(rig: Rig) -> None:
     workspace = str(rig.harness.workspace.resolve())
     with trio.fail_after(40):

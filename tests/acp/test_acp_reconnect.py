@@ -6,6 +6,7 @@ import itertools
 
 import trio
 from acp_harness import Rig
+from sandbox_check import needs_sandbox
 from web_client import SseStream, wait_until
 
 END_TURN = {"stopReason": "end_turn"}
@@ -145,6 +146,7 @@ async def test_a_cancel_during_the_settle_resolves_at_once(rig: Rig) -> None:
     assert agent.text(session_id) == _numbers(8)  # the re-attach delivered it all
 
 
+@needs_sandbox()
 async def test_a_tool_result_whose_call_was_missed_arrives_as_a_self_contained_call(
     rig: Rig,
 ) -> None:

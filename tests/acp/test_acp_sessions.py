@@ -8,6 +8,7 @@ from datetime import datetime
 import pytest
 import trio
 from acp_harness import Message, Rig, at, text_at
+from sandbox_check import needs_sandbox
 
 from halo_actors.fronts.http.limits import TokenLimits
 
@@ -116,6 +117,7 @@ async def test_session_load_replays_a_history_longer_than_one_page(rig: Rig) -> 
     assert len(rig.proxy.requests("/api/web/history")) >= 4
 
 
+@needs_sandbox()
 async def test_session_load_replays_the_whole_history_before_answering(rig: Rig) -> None:
     with trio.fail_after(20):
         async with rig.adapter() as live:

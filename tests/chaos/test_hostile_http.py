@@ -37,6 +37,7 @@ from raw_http import (
     trickle,
     until_dropped,
 )
+from sandbox_check import needs_sandbox
 from web_client import Harness, serve_harness, sse, subscriber_count, wait_until
 
 from halo_actors.core.events import TextStreamed
@@ -320,6 +321,7 @@ async def test_slow_loris_clients_are_dropped_in_bounded_time_and_block_nobody(
     assert max(max(times) for times in dropped.values()) < LORIS_BOUND
 
 
+@needs_sandbox()
 async def test_abandoned_sse_connections_leave_no_listener_behind(
     tmp_path: Path, chaos_tally: type[TallyBook]
 ) -> None:

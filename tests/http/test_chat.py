@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from sandbox_check import needs_sandbox
 from web_client import Harness, SseRead, sse, wait_until
 
 from halo_actors.core.events import CLIENT_KINDS, FRAME_ONLY_KINDS
@@ -34,6 +35,7 @@ async def test_chat_streams_session_first_then_the_run_to_its_terminal_complete(
     assert all(f.type in CLIENT_KINDS | FRAME_ONLY_KINDS for f in read.frames)
 
 
+@needs_sandbox()
 async def test_thinking_and_tool_frames_have_the_documented_shape(harness: Harness) -> None:
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:
@@ -122,6 +124,7 @@ async def test_media_lines_become_file_frames_even_split_across_deltas(harness: 
     assert "MEDIA: out/report.txt" in state.last_output  # the log keeps the line
 
 
+@needs_sandbox()
 async def test_keepalive_comments_flow_while_the_stream_is_idle(harness: Harness) -> None:
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:

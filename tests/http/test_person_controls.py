@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import trio
 from proc_table import live_group_members
+from sandbox_check import needs_sandbox
 from web_client import Harness, sse, wait_until
 
 from halo_actors.agent.repair import UI_INTERRUPTED
@@ -51,6 +52,7 @@ async def test_a_hard_interrupt_kills_the_running_command_and_queues_nothing(
     assert again.json() == {"interrupted": False}  # nothing runs any more
 
 
+@needs_sandbox()
 async def test_a_soft_interrupt_ends_the_turn_at_the_next_batch_boundary(harness: Harness) -> None:
     """Rule: ``soft`` stops "the next batch boundary, as a queued message does"."""
     token = harness.token()

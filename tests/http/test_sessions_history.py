@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import trio
+from sandbox_check import needs_sandbox
 from web_client import Harness, sse
 
 from halo_actors.core.events import TextStreamed
@@ -91,6 +92,7 @@ async def test_a_workspace_without_halo_lists_empty_and_stays_untouched(harness:
     assert list(bare.iterdir()) == []
 
 
+@needs_sandbox()
 async def test_history_rows_since_filter_and_unknown_ids(harness: Harness) -> None:
     with trio.fail_after(10):
         async with harness.client(harness.token()) as client:

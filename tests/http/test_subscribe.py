@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from sandbox_check import needs_sandbox
 from web_client import (
     TEST_SCRIPT,
     Frame,
@@ -190,6 +191,7 @@ async def test_resume_from_any_frame_of_a_record_shown_as_several_frames_misses_
         ]
 
 
+@needs_sandbox()
 async def test_subscribe_sends_keepalives_while_idle_and_they_stop_with_the_stream(
     harness: Harness,
 ) -> None:

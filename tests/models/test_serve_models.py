@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import trio
 from provider_kit import ANTHROPIC, OPENAI, SECRET, Wire, results_in, serving, tool_loop
+from sandbox_check import needs_sandbox
 from wire_formats import Turn
 
 SERVE_BUDGET = 60.0
@@ -78,6 +79,7 @@ def frames(stream: str) -> list[dict[str, object]]:
     return [json.loads(line[5:]) for line in stream.splitlines() if line.startswith("data:")]
 
 
+@needs_sandbox()
 async def test_serve_with_a_model_runs_a_tool_using_conversation(
     tmp_path: Path, wire: Wire
 ) -> None:

@@ -20,6 +20,7 @@ from typing import TextIO
 
 import httpx
 import pytest
+from sandbox_check import needs_sandbox
 from served import WebServer
 from terminal import HEIGHT, MISSING, WIDTH, Tmux
 
@@ -114,6 +115,7 @@ def test_watch_refuses_a_foreign_session_with_one_line(
 
 
 @pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+@needs_sandbox()
 def test_the_live_watch_view_fits_an_80_by_24_terminal(
     server: WebServer, watcher_env: dict[str, str]
 ) -> None:
