@@ -225,13 +225,15 @@ async def _follow(rng: random.Random, nodes: list[Node], token: str, follower: F
 async def _check_resumes(
     rng: random.Random, nodes: list[Node], token: str, follower: Follower, run: NodesRun
 ) -> None:
-    frames = [f for piece in follower.pieces for f in piece.frames]
-    for before, after in itertools.pairwise(frames):
+    frames = [(f, piece) for piece in follower.pieces for f in piece.frames]
+    for (before, piece_a), (after, piece_b) in itertools.pairwise(frames):
         idle_again = before.id == after.id and before.type == after.type == "complete"
         if not before.id < after.id and not idle_again:  # an idle session's end marker,
             # answered again at the same horizon to a resume right after it, is no duplicate
             run.problems.append(
-                f"follower of {follower.root}: frame {after.id} after {before.id} (duplicate)"
+                f"follower of {follower.root}: frame {after.id} {after.data} (on "
+                f"{piece_b.node}, resumed after {piece_b.after}) after {before.id} "
+                f"{before.data} (on {piece_a.node}, resumed after {piece_a.after}): duplicate"
             )
     for piece in follower.pieces[1:]:
         if piece.after is None or not piece.frames:
