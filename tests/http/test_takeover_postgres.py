@@ -7,6 +7,7 @@ under the next epoch. The command's process group is the dead node's to kill: th
 taker leaves it (recorded for that node), and the node kills it when it comes back.
 A stalled node that resumes finds itself fenced: it drops its copy of the tree (its
 run cancelled, its command's group killed) and writes nothing more to it.
+Woken before its heartbeat notices, it answers reads from the log, not its stale copy.
 """
 
 from __future__ import annotations
@@ -128,3 +129,53 @@ async def test_a_stalled_node_is_fenced_when_it_resumes_and_drops_its_copy(
         records = await trio.to_thread.run_sync(cluster.records, root)
     recovered_by_b(records)
     assert "tree_dropped" in (cluster.tmp / "a.log").read_text()
+
+
+async def test_a_stalled_node_answers_a_follower_from_the_log_not_from_its_stale_copy(
+    cluster: Cluster,
+) -> None:
+    """A node that stalled past its lease is asked to resume a follower before its
+    heartbeat notices the loss: it must not answer "idle" from its copy of the tree while
+    the new owner's run goes on (a ``complete`` at the resume id, the run's frames lost)."""
+    token = cluster.token()
+    a, b = cluster.node("a"), cluster.node("b")
+    with trio.fail_after(BUDGET):
+        await start(a, b)
+        async with httpx.AsyncClient(base_url=a.url, headers={"x-token": token}) as client:
+            root = (await client.post("/api/web/sessions", json={})).json()["sessionId"]
+        a.signal(signal.SIGSTOP)
+        await trio.sleep(TTL + 1.0)  # a's lease runs out: b takes the tree when addressed
+        body = {"sessionId": root, "message": "run sleep 300"}
+        async with (
+            httpx.AsyncClient(base_url=b.url, headers={"x-token": token}) as client,
+            client.stream("POST", "/api/web/chat", json=body) as resp,
+        ):
+            assert resp.status_code == 200
+            records = await until_records(
+                cluster, root, lambda rs: any(r.kind == "command_started" for r in rs)
+            )
+        pgid = next(int(str(r.event["pgid"])) for r in records if r.kind == "command_started")
+        cluster.groups.append(pgid)
+        headers = {"x-token": token, "last-event-id": str(records[-1].seq)}
+        got: list[str] = []
+
+        async def follow_on_a() -> None:
+            async with (
+                httpx.AsyncClient(base_url=a.url, headers=headers, timeout=30.0) as client,
+                client.stream("GET", "/api/web/subscribe", params={"sessionId": root}) as resp,
+            ):
+                assert resp.status_code == 200
+                stream = SseStream(resp)
+                with trio.move_on_after(3.0):
+                    while frames := await stream.take(1):
+                        got.append(str(frames[0].type))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(follow_on_a)
+            await trio.sleep(0.5)  # the request waits in a's socket while it is stopped
+            a.signal(signal.SIGCONT)
+        assert got[:1] == ["session"]
+        assert "complete" not in got, f"a answered idle while b's run goes on: {got}"
+        async with httpx.AsyncClient(base_url=b.url, headers={"x-token": token}) as client:
+            assert (await client.post("/api/web/stop", json={"sessionId": root})).status_code == 200
+        await until_gone(pgid)

@@ -17,6 +17,9 @@ Invariants:
   (the owner's run is between its ``RoundStarted`` and its ``AgentDone``), or a live
   session with queued messages (a run is about to take them, here or, after a
   takeover, on the next owner);
+- the owner answers from its runtime only while its copy is current: a durable record
+  of the session past the copy's last seq means another node took the tree while this
+  one stalled (its heartbeat has not noticed yet), and the read goes to the log;
 - frame ids are log seqs, the same on every node, so a ``Last-Event-ID`` from one
   node resumes on any other with no gap and no duplicate.
 """
@@ -30,7 +33,7 @@ from ...core import ids
 from ...core.events import AgentDone, RoundStarted
 from ...core.log import EventFilter, EventLog
 from ...core.state import SessionState
-from ...runtime.ownership import OwnedElsewhere
+from ...runtime.ownership import LOCAL, OwnedElsewhere
 from ...runtime.supervisor import Supervisor
 from ...tools.files import Workspace
 
@@ -101,12 +104,30 @@ class LogView:
 
 async def owned_here(sup: Supervisor, session_id: str) -> bool:
     """Claim the session's tree for reading: True when this node holds it (or took it
-    now, loaded), False when another node owns it (read it from the log, ``LogView``)."""
+    now, loaded) and its copy is current, False when another node owns it (read it from
+    the log, ``LogView``).
+
+    A node that stalled past its lease still believes it holds the tree until its
+    heartbeat notices the loss; a read served from its copy then would miss what the new
+    owner wrote (an idle answer to a follower of a run in progress). So, with a shared
+    log, the copy is checked against it: the owner applies its own records before they
+    are durable, so a durable record of the session past the copy's last seq was written
+    by another node, and the read goes to the log instead.
+    """
     try:
         await sup.claim(session_id, create=False)
     except OwnedElsewhere:
         return False
-    return True
+    return sup.owner is LOCAL or not await _written_elsewhere(sup, session_id)
+
+
+async def _written_elsewhere(sup: Supervisor, session_id: str) -> bool:
+    if not sup.exists(session_id):
+        return False
+    last = sup.state(session_id).last_seq
+    await sup.log.catch_up()
+    flt = EventFilter(session_id=session_id)
+    return bool(await sup.log.read(flt, after_seq=last, limit=1))
 
 
 async def reader_for(sup: Supervisor, session_id: str) -> SessionReader:
